@@ -1,0 +1,65 @@
+// Configuration of an embedded store. Every field has a default that fits a small machine.
+#ifndef KVPOOL_OPTIONS_H_
+#define KVPOOL_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+inline constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+
+enum class Admission : unsigned char {
+  // New blocks enter a small probation FIFO in DRAM; a block evicted from it unused is
+  // dropped (never written to flash) and remembered in a ghost list, so a block seen again
+  // soon enters the main queue directly. S3-FIFO's rule; it keeps one-hit blocks, 58-76% of
+  // blocks in real traces, from flushing reused ones and spares flash the writes.
+  kProbation,
+  // Every block evicted from DRAM goes to flash; plain two-tier FIFO-with-reinsertion.
+  kAll,
+};
+
+struct StoreOptions {
+  // DRAM tier (G2): one arena, allocated at open. Values live here first; a put is
+  // acknowledged when its data is in the arena.
+  uint64_t dram_bytes = 256 * kMiB;
+  // Try MAP_HUGETLB first, then transparent huge pages; normal pages if neither is there.
+  bool huge_pages = true;
+  // Touch every arena page at open so the first puts do not pay page faults.
+  bool prefault = false;
+
+  // Flash tier (G3). Empty path: DRAM only. A regular file is created if missing and
+  // preallocated to flash_bytes; a block device is used whole (flash_bytes 0) or in part.
+  // Opened with O_DIRECT; never fsynced (the cache is ephemeral).
+  std::string flash_path;
+  uint64_t flash_bytes = 1 * kGiB;
+  // Log-structured region size: the unit of flash eviction. A multiple of 4 KiB.
+  uint64_t region_bytes = 16 * kMiB;
+  // io_uring submission queue depth per ring.
+  unsigned io_queue_depth = 64;
+
+  // Largest value accepted, in bytes. Must fit the DRAM tier (at most half of it).
+  uint64_t max_value_bytes = 128 * kMiB;
+
+  // Index: initial capacity in entries (it grows by doubling) and the number of shards
+  // (locks). A power of two.
+  uint64_t index_capacity = 1 << 20;
+  unsigned index_shards = 64;
+
+  Admission admission = Admission::kProbation;
+  // Share of DRAM for the probation queue (S3-FIFO uses 10%).
+  double probation_fraction = 0.1;
+  // The background mover demotes blocks to flash to keep this share of DRAM free, so puts
+  // rarely wait for eviction.
+  double dram_free_target = 0.05;
+  // Off: no background thread; eviction happens inline in put (deterministic, for tests).
+  bool background_mover = true;
+
+  Status Validate() const;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_OPTIONS_H_

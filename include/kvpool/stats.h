@@ -1,0 +1,47 @@
+// Counters and latency summaries reported by Store::GetStats.
+#ifndef KVPOOL_STATS_H_
+#define KVPOOL_STATS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace kvpool {
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0, mean_us = 0;
+};
+
+struct TierStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;      // bytes held (DRAM: allocated pages; flash: live log span)
+  uint64_t blocks = 0;          // blocks with a copy in this tier
+  uint64_t hits = 0;            // gets served from this tier
+  uint64_t evictions = 0;       // DRAM: blocks dropped or demoted; flash: regions evicted
+  uint64_t bytes_written = 0;
+  uint64_t bytes_read = 0;
+};
+
+struct StoreStats {
+  TierStats dram, flash;
+  uint64_t puts = 0, put_exists = 0, put_rejected = 0;
+  uint64_t gets = 0, misses = 0;
+  uint64_t erases = 0;
+  uint64_t demotions = 0;        // blocks written DRAM -> flash
+  uint64_t promotions = 0;       // flash hits copied back into DRAM
+  uint64_t admission_drops = 0;  // one-hit blocks dropped from probation, never written
+  uint64_t prefetch_requests = 0, prefetched = 0;
+  uint64_t crc_failures = 0;     // flash reads whose CRC did not match (answered as misses)
+  uint64_t io_errors = 0;        // failed or short flash reads/writes (answered as misses)
+  uint64_t stale_races = 0;      // flash reads that lost a race with region eviction
+  uint64_t index_entries = 0;
+  uint64_t index_bytes = 0;      // DRAM held by the index tables
+  LatencySummary put_latency, get_dram_latency, get_flash_latency;
+
+  // Multi-line human-readable form.
+  std::string ToString() const;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_STATS_H_

@@ -1,0 +1,119 @@
+// The tiered block store: DRAM tier over a flash tier, embedded in the calling process.
+//
+// Blocks are written once: a put of a key already held leaves the held data alone and
+// answers kExists (unless PutOptions::overwrite). A get copies into the caller's buffer. A
+// block lost to eviction, a failed CRC or an I/O error is a miss (kNotFound), never an
+// error and never wrong data. Probes (Exists, MatchPrefix) never count as a use.
+//
+// Thread safety: every method may be called from any number of threads at once.
+#ifndef KVPOOL_STORE_H_
+#define KVPOOL_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kvpool/key.h"
+#include "kvpool/options.h"
+#include "kvpool/stats.h"
+#include "kvpool/status.h"
+
+namespace kvpool {
+
+struct PutOptions {
+  // The block's parent in its prefix chain (empty for a chain's first block). Eviction
+  // keeps parents while their children are held: a child is useless without its parent.
+  BlockKey parent;
+  // Replace a held value instead of answering kExists.
+  bool overwrite = false;
+};
+
+struct PutOp {
+  BlockKey key;
+  std::span<const std::byte> value;
+  BlockKey parent;
+  Status status;  // out: OK, kExists, kTooLarge, kNoSpace, ...
+};
+
+struct GetOp {
+  BlockKey key;
+  std::span<std::byte> buffer;  // in: where the value goes
+  size_t size = 0;              // out: the value's size (also set on kBufferTooSmall)
+  uint32_t crc = 0;             // out: CRC32C of the value, computed at put
+  Status status;                // out: OK, kNotFound, kBufferTooSmall
+};
+
+struct KeyOp {
+  BlockKey key;
+  Status status;  // out: OK or kNotFound
+};
+
+class Store;
+namespace engine {
+class TieredStore;
+}
+
+// A slot reserved by Store::Reserve: fill data() in place, then Store::Commit. Destroying
+// an uncommitted reservation releases the slot. Move-only; used by one thread at a time.
+class Reservation {
+ public:
+  Reservation() = default;
+  Reservation(Reservation&& other) noexcept { *this = std::move(other); }
+  Reservation& operator=(Reservation&& other) noexcept;
+  ~Reservation();
+  std::span<std::byte> data() const { return data_; }
+  const BlockKey& key() const { return key_; }
+  bool valid() const { return owner_ != nullptr; }
+
+ private:
+  friend class engine::TieredStore;
+  Store* owner_ = nullptr;
+  std::span<std::byte> data_;
+  BlockKey key_;
+  PutOptions options_;
+  uint32_t record_ = 0;
+};
+
+class Store {
+ public:
+  // Opens a store (allocates the arena, opens or creates the flash file).
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  virtual ~Store() = default;
+
+  virtual Status Put(const BlockKey& key, std::span<const std::byte> value,
+                     const PutOptions& options = {}) = 0;
+  // Two-phase put for zero copy: reserve `size` bytes, fill them, commit.
+  virtual Result<Reservation> Reserve(const BlockKey& key, size_t size,
+                                      const PutOptions& options = {}) = 0;
+  virtual Status Commit(Reservation reservation) = 0;
+
+  // Copies the value into `buffer` and returns its size.
+  virtual Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) = 0;
+  virtual bool Exists(const BlockKey& key) = 0;
+  virtual Status Erase(const BlockKey& key) = 0;
+
+  // Batch forms: each op gets its own status; flash reads of a batch go out together.
+  virtual void PutBatch(std::span<PutOp> ops) = 0;
+  virtual void GetBatch(std::span<GetOp> ops) = 0;
+  virtual void ExistsBatch(std::span<KeyOp> ops) = 0;
+  virtual void EraseBatch(std::span<KeyOp> ops) = 0;
+
+  // How many leading keys of a chain are held. A probe: no use counted, nothing pinned.
+  virtual size_t MatchPrefix(std::span<const BlockKey> chain) = 0;
+  // Brings flash-resident blocks into DRAM in the background; returns at once.
+  virtual void Prefetch(std::span<const BlockKey> keys) = 0;
+  // Waits until background work queued so far (prefetches, demotions) is done. For tests
+  // and orderly shutdown; the data path never needs it.
+  virtual void Quiesce() = 0;
+
+  virtual StoreStats GetStats() const = 0;
+
+ protected:
+  friend class Reservation;
+  virtual void Abort(Reservation& reservation) = 0;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_STORE_H_

@@ -1,0 +1,66 @@
+#include "kvpool/key.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <bit>
+#include <cstring>
+
+namespace kvpool {
+namespace {
+
+BlockKey FromHash(XXH128_hash_t h) {
+  BlockKey k{h.high64, h.low64};
+  if (k.empty()) k.lo = 1;  // the zero key is reserved for empty index slots
+  return k;
+}
+
+void PutLe64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+}  // namespace
+
+std::string BlockKey::ToHex() const {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s(32, '0');
+  for (int i = 0; i < 16; ++i) {
+    s[15 - i] = kDigits[(hi >> (4 * i)) & 15];
+    s[31 - i] = kDigits[(lo >> (4 * i)) & 15];
+  }
+  return s;
+}
+
+BlockKey NamespaceRoot(std::string_view name) {
+  std::string buf = "kvpool/ns/v1/";
+  buf.append(name);
+  return FromHash(XXH3_128bits(buf.data(), buf.size()));
+}
+
+BlockKey ChildKey(const BlockKey& parent, std::span<const uint32_t> tokens) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  unsigned char p[16];
+  PutLe64(p, parent.hi);
+  PutLe64(p + 8, parent.lo);
+  XXH3_128bits_update(&state, p, sizeof p);
+  // Token ids go in as little-endian u32; on a little-endian host that is the array itself.
+  static_assert(std::endian::native == std::endian::little, "big-endian hosts need a swap");
+  XXH3_128bits_update(&state, tokens.data(), tokens.size_bytes());
+  return FromHash(XXH3_128bits_digest(&state));
+}
+
+std::vector<BlockKey> ChainKeys(const BlockKey& parent, std::span<const uint32_t> tokens,
+                                size_t block_tokens) {
+  std::vector<BlockKey> keys;
+  if (block_tokens == 0) return keys;
+  keys.reserve(tokens.size() / block_tokens);
+  BlockKey prev = parent;
+  for (size_t off = 0; off + block_tokens <= tokens.size(); off += block_tokens) {
+    prev = ChildKey(prev, tokens.subspan(off, block_tokens));
+    keys.push_back(prev);
+  }
+  return keys;
+}
+
+}  // namespace kvpool

@@ -1,0 +1,190 @@
+#include "engine/dram_tier.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace kvpool::engine {
+
+Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) {
+  auto arena = mem::Arena::Create(options.dram_bytes, options.huge_pages, options.prefault);
+  if (!arena.ok()) return arena.status();
+  uint64_t pages = options.dram_bytes / 4096;
+  if (pages == 0 || pages >= (1ull << 31)) return Status::InvalidArgument("bad dram_bytes");
+  // One record per page is the most blocks the arena can hold.
+  auto tier = std::unique_ptr<DramTier>(
+      new DramTier(std::move(arena).value(), static_cast<uint32_t>(pages),
+                   static_cast<uint32_t>(pages), options.probation_fraction,
+                   options.admission == Admission::kProbation));
+  return tier;
+}
+
+DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
+                   double probation_fraction, bool probation)
+    : arena_(std::move(arena)),
+      pages_(pages),
+      records_(new Record[max_records]),
+      probation_(probation),
+      probation_pages_(static_cast<uint64_t>(probation_fraction * pages)) {
+  free_records_.reserve(max_records);
+  for (uint32_t i = max_records; i > 0; --i) free_records_.push_back(i - 1);
+  uint64_t slots = std::bit_ceil<uint64_t>(std::max<uint64_t>(4096, uint64_t{max_records} * 4));
+  ghost_.reset(new std::atomic<uint64_t>[slots]);
+  for (uint64_t i = 0; i < slots; ++i) ghost_[i].store(0, std::memory_order_relaxed);
+  ghost_mask_ = slots - 1;
+}
+
+uint32_t DramTier::Allocate(uint32_t size) {
+  uint32_t npages = (size + 4095) / 4096;
+  if (npages == 0) npages = 1;
+  uint32_t page = pages_.Allocate(npages);
+  if (page == mem::PageAllocator::kNone) return kNoRecord;
+  uint32_t id;
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    if (free_records_.empty()) {
+      pages_.Free(page, npages);
+      return kNoRecord;
+    }
+    id = free_records_.back();
+    free_records_.pop_back();
+  }
+  Record& r = records_[id];
+  r.key = {};
+  r.parent = {};
+  r.page = page;
+  r.pages = npages;
+  r.size = size;
+  r.flash_gen = 0;
+  r.parent_rec = kNoRecord;
+  r.prev = r.next = kNoRecord;
+  r.queue = kNone;
+  r.freq.store(0, std::memory_order_relaxed);
+  r.children.store(0, std::memory_order_relaxed);
+  r.state.store(0, std::memory_order_relaxed);
+  live_.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+void DramTier::Release(uint32_t id) {
+  Record& r = records_[id];
+  pages_.Free(r.page, r.pages);
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(free_mu_);
+  free_records_.push_back(id);
+}
+
+void DramTier::Free(uint32_t id) { Release(id); }
+
+void DramTier::Unpin(uint32_t id) {
+  uint32_t prev = records_[id].state.fetch_sub(1, std::memory_order_acq_rel);
+  if (prev == (kDoomed | 1)) Release(id);
+}
+
+void DramTier::Doom(uint32_t id) {
+  uint32_t prev = records_[id].state.fetch_or(kDoomed, std::memory_order_acq_rel);
+  if (prev == 0) Release(id);
+}
+
+void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
+  Record& r = records_[id];
+  r.queue = q;
+  r.prev = kNoRecord;
+  r.next = l.head;
+  if (l.head != kNoRecord) records_[l.head].prev = id;
+  l.head = id;
+  if (l.tail == kNoRecord) l.tail = id;
+  l.pages += r.pages;
+  ++l.count;
+}
+
+void DramTier::RemoveLocked(List& l, uint32_t id) {
+  Record& r = records_[id];
+  if (r.prev != kNoRecord) records_[r.prev].next = r.next; else l.head = r.next;
+  if (r.next != kNoRecord) records_[r.next].prev = r.prev; else l.tail = r.prev;
+  r.prev = r.next = kNoRecord;
+  r.queue = kNone;
+  l.pages -= r.pages;
+  --l.count;
+}
+
+void DramTier::Link(uint32_t id, bool main) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  if (records_[id].queue != kNone) return;
+  if (main || !probation_) {
+    PushHeadLocked(main_, kMain, id);
+  } else {
+    PushHeadLocked(small_, kSmall, id);
+  }
+}
+
+void DramTier::Unlink(uint32_t id) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  Record& r = records_[id];
+  if (r.queue == kSmall) RemoveLocked(small_, id);
+  else if (r.queue == kMain) RemoveLocked(main_, id);
+}
+
+size_t DramTier::PickVictims(size_t max, Victim* out) {
+  // A parent with children in DRAM is passed over at most this many times per call, so
+  // a pick always finishes even when every block is some other block's parent.
+  constexpr int kMaxDeferrals = 64;
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  size_t n = 0;
+  int deferrals = 0;
+  uint64_t steps = 0, max_steps = 4 * (small_.count + main_.count) + 16;
+  while (n < max && steps++ < max_steps) {
+    bool from_small =
+        small_.tail != kNoRecord && (small_.pages > probation_pages_ || main_.tail == kNoRecord);
+    if (from_small) {
+      uint32_t id = small_.tail;
+      Record& r = records_[id];
+      RemoveLocked(small_, id);
+      if (r.freq.load(std::memory_order_relaxed) > 0) {
+        r.freq.store(0, std::memory_order_relaxed);
+        PushHeadLocked(main_, kMain, id);  // used during probation: admitted
+        continue;
+      }
+      if (r.children.load(std::memory_order_relaxed) > 0 && deferrals < kMaxDeferrals) {
+        ++deferrals;
+        PushHeadLocked(small_, kSmall, id);
+        continue;
+      }
+      out[n++] = {id, probation_};
+    } else if (main_.tail != kNoRecord) {
+      uint32_t id = main_.tail;
+      Record& r = records_[id];
+      RemoveLocked(main_, id);
+      uint8_t f = r.freq.load(std::memory_order_relaxed);
+      if (f > 0) {
+        r.freq.store(static_cast<uint8_t>(f - 1), std::memory_order_relaxed);
+        PushHeadLocked(main_, kMain, id);
+        continue;
+      }
+      if (r.children.load(std::memory_order_relaxed) > 0 && deferrals < kMaxDeferrals) {
+        ++deferrals;
+        PushHeadLocked(main_, kMain, id);
+        continue;
+      }
+      out[n++] = {id, false};
+    } else {
+      break;
+    }
+  }
+  return n;
+}
+
+void DramTier::GhostInsert(const BlockKey& key) {
+  uint64_t epoch = ghost_epoch_.fetch_add(1, std::memory_order_relaxed) & 0xFFFFFFFFu;
+  uint64_t fp = key.hi >> 32;
+  ghost_[key.lo & ghost_mask_].store((fp << 32) | epoch, std::memory_order_relaxed);
+}
+
+bool DramTier::GhostContains(const BlockKey& key) const {
+  uint64_t v = ghost_[key.lo & ghost_mask_].load(std::memory_order_relaxed);
+  if (v == 0 || (v >> 32) != (key.hi >> 32)) return false;
+  uint32_t now = static_cast<uint32_t>(ghost_epoch_.load(std::memory_order_relaxed));
+  uint32_t age = now - static_cast<uint32_t>(v);
+  return age < ghost_window_.load(std::memory_order_relaxed);
+}
+
+}  // namespace kvpool::engine

@@ -1,0 +1,112 @@
+#include "engine/index.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace kvpool::engine {
+
+Index::Index(uint64_t capacity, unsigned shards) {
+  if (shards == 0 || (shards & (shards - 1))) shards = std::bit_ceil(shards ? shards : 1u);
+  if (shards > (1u << 20)) shards = 1u << 20;
+  shard_mask_ = shards - 1;
+  // Start at ~70% load for the asked capacity; tables double past 85%.
+  uint64_t per = std::bit_ceil(std::max<uint64_t>(64, capacity / shards * 10 / 7));
+  for (unsigned i = 0; i < shards; ++i) {
+    auto s = std::make_unique<Shard>();
+    s->slots_.resize(per);
+    s->mask_ = per - 1;
+    shards_.push_back(std::move(s));
+  }
+}
+
+IndexEntry* Index::Shard::Find(const BlockKey& key) {
+  for (size_t i = key.lo & mask_;; i = (i + 1) & mask_) {
+    IndexEntry& e = slots_[i];
+    if (e.key == key) return &e;
+    if (e.key.empty()) return nullptr;
+  }
+}
+
+IndexEntry* Index::Shard::Insert(const BlockKey& key) {
+  if ((size_ + 1) * 100 > slots_.size() * 85) Grow();
+  for (size_t i = key.lo & mask_;; i = (i + 1) & mask_) {
+    IndexEntry& e = slots_[i];
+    if (e.key.empty()) {
+      e = IndexEntry{};
+      e.key = key;
+      ++size_;
+      return &e;
+    }
+  }
+}
+
+void Index::Shard::Erase(IndexEntry* entry) {
+  size_t hole = static_cast<size_t>(entry - slots_.data());
+  // Backward-shift: pull later members of the probe run into the hole so that lookups
+  // never need tombstones.
+  for (size_t i = (hole + 1) & mask_;; i = (i + 1) & mask_) {
+    IndexEntry& e = slots_[i];
+    if (e.key.empty()) break;
+    size_t home = e.key.lo & mask_;
+    // Move e if its home is not in (hole, i] (cyclically).
+    bool in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+    if (!in_range) {
+      slots_[hole] = e;
+      hole = i;
+    }
+  }
+  slots_[hole] = IndexEntry{};
+  --size_;
+}
+
+void Index::Shard::Grow() {
+  std::vector<IndexEntry> old;
+  old.swap(slots_);
+  slots_.resize(old.size() * 2);
+  mask_ = slots_.size() - 1;
+  for (const IndexEntry& e : old) {
+    if (e.key.empty()) continue;
+    for (size_t i = e.key.lo & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key.empty()) {
+        slots_[i] = e;
+        break;
+      }
+    }
+  }
+}
+
+size_t Index::Shard::EraseIf(size_t begin, size_t n,
+                             const std::function<bool(const IndexEntry&)>& stale) {
+  size_t erased = 0;
+  size_t end = std::min(slots_.size(), begin + n);
+  for (size_t i = begin; i < end;) {
+    IndexEntry& e = slots_[i];
+    if (!e.key.empty() && stale(e)) {
+      Erase(&e);  // a later entry may have shifted into i: look at i again
+      ++erased;
+    } else {
+      ++i;
+    }
+  }
+  return erased;
+}
+
+uint64_t Index::Size() {
+  uint64_t n = 0;
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    n += s->size();
+  }
+  return n;
+}
+
+uint64_t Index::Bytes() {
+  uint64_t n = 0;
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    n += s->capacity() * sizeof(IndexEntry);
+  }
+  return n;
+}
+
+}  // namespace kvpool::engine

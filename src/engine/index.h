@@ -1,0 +1,87 @@
+// The block index: key -> where the block is, its size and CRC. 32 bytes an entry.
+//
+// Sharded by the key's high bits; each shard is an open-addressing table (linear probing,
+// backward-shift deletion, no tombstones) under its own mutex. Keys are hashes already, so
+// the low 64 bits index the table directly.
+//
+// Thread safety: callers lock Shard::mu and use the shard's methods under it. Entry
+// pointers stay valid only until the next Insert or Erase on the same shard.
+#ifndef KVPOOL_ENGINE_INDEX_H_
+#define KVPOOL_ENGINE_INDEX_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kvpool/key.h"
+
+namespace kvpool::engine {
+
+// loc bit layout: [0, 32) size in bytes, [32, 62) flash page, bit 62 on-flash, bit 63 in-DRAM.
+// aux: the DRAM record id while in DRAM; otherwise the generation of the flash region the
+// block was written into (a region eviction bumps it, making the entry stale lazily).
+struct IndexEntry {
+  BlockKey key;
+  uint32_t crc = 0;
+  uint32_t aux = 0;
+  uint64_t loc = 0;
+
+  static constexpr uint64_t kInDram = 1ull << 63;
+  static constexpr uint64_t kOnFlash = 1ull << 62;
+  static constexpr uint64_t kPageMask = (1ull << 30) - 1;
+
+  uint32_t size() const { return static_cast<uint32_t>(loc); }
+  bool in_dram() const { return loc & kInDram; }
+  bool on_flash() const { return loc & kOnFlash; }
+  uint32_t flash_page() const { return static_cast<uint32_t>((loc >> 32) & kPageMask); }
+  void set_size(uint32_t s) { loc = (loc & ~0xFFFFFFFFull) | s; }
+  void set_in_dram(bool v) { loc = v ? (loc | kInDram) : (loc & ~kInDram); }
+  void set_flash(uint32_t page) {
+    loc = (loc & ~(kPageMask << 32)) | (static_cast<uint64_t>(page) << 32) | kOnFlash;
+  }
+  void clear_flash() { loc &= ~(kOnFlash | (kPageMask << 32)); }
+};
+static_assert(sizeof(IndexEntry) == 32, "the index entry is 32 bytes by design");
+
+class Index {
+ public:
+  class Shard {
+   public:
+    std::mutex mu;
+    // REQUIRES: mu held.
+    IndexEntry* Find(const BlockKey& key);
+    // REQUIRES: mu held, key absent. Returns the new entry (key set, rest zero).
+    IndexEntry* Insert(const BlockKey& key);
+    void Erase(IndexEntry* entry);
+    size_t size() const { return size_; }
+    size_t capacity() const { return slots_.size(); }
+    // Erases entries for which `stale` is true among slots [begin, begin + n); returns
+    // how many were erased. REQUIRES: mu held.
+    size_t EraseIf(size_t begin, size_t n, const std::function<bool(const IndexEntry&)>& stale);
+
+   private:
+    friend class Index;
+    void Grow();
+    std::vector<IndexEntry> slots_;
+    size_t mask_ = 0;
+    size_t size_ = 0;
+  };
+
+  Index(uint64_t capacity, unsigned shards);
+  Shard& ShardFor(const BlockKey& key) { return *shards_[(key.hi >> 40) & shard_mask_]; }
+  unsigned shard_count() const { return static_cast<unsigned>(shards_.size()); }
+  Shard& shard(unsigned i) { return *shards_[i]; }
+  // Totals over all shards (locks each in turn).
+  uint64_t Size();
+  uint64_t Bytes();
+
+ private:
+  std::vector<std::unique_ptr<Shard>> shards_;
+  uint64_t shard_mask_;
+};
+
+}  // namespace kvpool::engine
+
+#endif  // KVPOOL_ENGINE_INDEX_H_

@@ -1,0 +1,659 @@
+#include "engine/tiered_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/clock.h"
+#include "common/crc32c.h"
+
+namespace kvpool::engine {
+namespace {
+constexpr size_t kEvictBatch = 32;
+constexpr uint32_t Pages(uint32_t size) { return (size + 4095) / 4096; }
+}  // namespace
+
+struct TieredStore::FlashRead {
+  GetOp* op = nullptr;
+  BlockKey key;
+  uint32_t page = 0, gen = 0, size = 0, crc = 0;
+  uint32_t rec = kNoRecord;  // DRAM record the data lands in, or kNoRecord: bounce buffer
+  std::byte* buf = nullptr;
+  uint64_t start_ns = 0;
+};
+
+Result<std::unique_ptr<TieredStore>> TieredStore::Open(const StoreOptions& options,
+                                                       std::unique_ptr<io::Device> device) {
+  Status s = options.Validate();
+  if (!s.ok()) return s;
+  if (device && device->size() < options.region_bytes * 2) {
+    return Status::InvalidArgument("flash device smaller than two regions");
+  }
+  auto dram = DramTier::Create(options);
+  if (!dram.ok()) return dram.status();
+  return std::unique_ptr<TieredStore>(
+      new TieredStore(options, std::move(dram).value(), std::move(device)));
+}
+
+TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
+                         std::unique_ptr<io::Device> device)
+    : options_(options),
+      index_(options.index_capacity, options.index_shards),
+      dram_(std::move(dram)),
+      device_(std::move(device)),
+      free_target_bytes_(static_cast<uint64_t>(options.dram_free_target *
+                                               static_cast<double>(options.dram_bytes))) {
+  if (device_) flash_ = std::make_unique<FlashLog>(device_->size(), options.region_bytes);
+  if (options_.background_mover) mover_ = std::thread([this] { MoverLoop(); });
+}
+
+TieredStore::~TieredStore() {
+  if (mover_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mover_mu_);
+      stop_ = true;
+    }
+    mover_cv_.notify_all();
+    mover_.join();
+  }
+}
+
+Status TieredStore::CheckSize(size_t size) const {
+  if (size == 0) return Status::InvalidArgument("empty value");
+  if (size > options_.max_value_bytes) {
+    return Status::TooLarge("value of " + std::to_string(size) + " bytes exceeds max_value_bytes " +
+                            std::to_string(options_.max_value_bytes));
+  }
+  return Status::Ok();
+}
+
+bool TieredStore::FlashValidLocked(const IndexEntry& e) const {
+  if (!e.on_flash() || !flash_) return false;
+  uint32_t gen = e.in_dram() ? dram_->rec(e.aux).flash_gen : e.aux;
+  return flash_->Valid(e.flash_page(), gen);
+}
+
+void TieredStore::MaybeWakeMover() {
+  if (!mover_.joinable() || dram_->free_bytes() >= free_target_bytes_) return;
+  if (!mover_wanted_.exchange(true, std::memory_order_acq_rel)) mover_cv_.notify_one();
+}
+
+uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    uint32_t id = dram_->Allocate(size);
+    if (id != kNoRecord) {
+      MaybeWakeMover();
+      return id;
+    }
+    if (EvictSome(kEvictBatch, may_write) == 0) {
+      // Nothing evictable now (all pinned, or all dirty on the read path): let the mover
+      // or in-flight demotions make progress, briefly.
+      if (attempt > 8) return kNoRecord;
+      MaybeWakeMover();
+      std::this_thread::yield();
+    }
+  }
+  return kNoRecord;
+}
+
+void TieredStore::CountInParent(uint32_t id) {
+  Record& r = dram_->rec(id);
+  if (r.parent.empty()) return;
+  Index::Shard& shard = index_.ShardFor(r.parent);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  IndexEntry* p = shard.Find(r.parent);
+  if (p && p->in_dram()) {
+    dram_->rec(p->aux).children.fetch_add(1, std::memory_order_relaxed);
+    r.parent_rec = p->aux;
+  }
+}
+
+void TieredStore::ReleaseParent(uint32_t id) {
+  Record& r = dram_->rec(id);
+  if (r.parent_rec == kNoRecord) return;
+  Index::Shard& shard = index_.ShardFor(r.parent);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  IndexEntry* p = shard.Find(r.parent);
+  if (p && p->in_dram() && p->aux == r.parent_rec) {
+    auto& ch = dram_->rec(p->aux).children;
+    uint16_t v = ch.load(std::memory_order_relaxed);
+    while (v > 0 && !ch.compare_exchange_weak(v, static_cast<uint16_t>(v - 1))) {
+    }
+  }
+  r.parent_rec = kNoRecord;
+}
+
+uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
+  uint32_t doomed = kNoRecord;
+  if (e->in_dram()) {
+    doomed = e->aux;
+    dram_->Unlink(doomed);
+  }
+  shard.Erase(e);
+  return doomed;
+}
+
+size_t TieredStore::EvictSome(size_t max, bool may_write) {
+  DramTier::Victim victims[kEvictBatch];
+  size_t n = dram_->PickVictims(std::min(max, kEvictBatch), victims);
+  struct Write {
+    uint32_t id;
+    BlockKey key;
+    FlashLog::Extent ext;
+    bool placed;
+  };
+  Write writes[kEvictBatch];
+  size_t nw = 0, freed = 0;
+  uint32_t to_doom[kEvictBatch];
+  size_t nd = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t id = victims[i].id;
+    Record& r = dram_->rec(id);
+    BlockKey key = r.key;
+    Index::Shard& shard = index_.ShardFor(key);
+    std::unique_lock<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (!e || !e->in_dram() || e->aux != id) continue;  // erased or replaced meanwhile
+    if (dram_->Pins(id) > 0) {
+      dram_->Link(id, true);  // in use right now: keep it
+      continue;
+    }
+    bool clean = FlashValidLocked(*e);
+    if (victims[i].one_hit || clean || !flash_) {
+      if (victims[i].one_hit) {
+        dram_->GhostInsert(key);
+        c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (clean) {
+        e->set_in_dram(false);
+        e->aux = r.flash_gen;
+      } else {
+        shard.Erase(e);
+      }
+      c_.dram_evictions.fetch_add(1, std::memory_order_relaxed);
+      to_doom[nd++] = id;
+      continue;
+    }
+    if (!may_write) {
+      dram_->Link(id, true);
+      continue;
+    }
+    dram_->Pin(id);  // held across the write so the pages stay put
+    writes[nw++] = {id, key, {}, false};
+  }
+  for (size_t i = 0; i < nd; ++i) {
+    ReleaseParent(to_doom[i]);
+    dram_->Doom(to_doom[i]);
+  }
+  freed += nd;
+  if (nw == 0) return freed;
+
+  io::IoRequest reqs[kEvictBatch];
+  size_t nr = 0;
+  uint32_t evicted_regions = 0;
+  for (size_t i = 0; i < nw; ++i) {
+    Record& r = dram_->rec(writes[i].id);
+    uint32_t ev = 0;
+    writes[i].placed = flash_->Append(r.pages, &writes[i].ext, &ev);
+    evicted_regions += ev;
+    if (!writes[i].placed) continue;
+    reqs[nr++] = {io::IoRequest::Op::kWrite, uint64_t{writes[i].ext.page} * 4096,
+                  dram_->Data(writes[i].id), r.pages * 4096, {}};
+  }
+  device_->Submit(std::span<io::IoRequest>(reqs, nr));
+  size_t ri = 0;
+  for (size_t i = 0; i < nw; ++i) {
+    Write& w = writes[i];
+    bool ok = false;
+    if (w.placed) {
+      ok = reqs[ri].status.ok();
+      if (ok) c_.flash_bytes_written.fetch_add(reqs[ri].len, std::memory_order_relaxed);
+      ++ri;
+    }
+    if (w.placed && !ok) c_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    Index::Shard& shard = index_.ShardFor(w.key);
+    bool doom = false;
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      IndexEntry* e = shard.Find(w.key);
+      if (e && e->in_dram() && e->aux == w.id) {
+        if (ok) {
+          e->set_flash(w.ext.page);
+          e->set_in_dram(false);
+          e->aux = w.ext.gen;
+          c_.demotions.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          shard.Erase(e);  // lost: the block becomes a miss
+        }
+        c_.dram_evictions.fetch_add(1, std::memory_order_relaxed);
+        doom = true;
+      }
+    }
+    if (doom) {
+      ReleaseParent(w.id);
+      dram_->Doom(w.id);
+    }
+    dram_->Unpin(w.id);
+    ++freed;
+  }
+  if (evicted_regions > 0) {
+    SweepStale(static_cast<size_t>(evicted_regions) *
+               (index_.Bytes() / sizeof(IndexEntry) / std::max<uint32_t>(1, flash_->region_count()) +
+                64));
+  }
+  return freed;
+}
+
+void TieredStore::SweepStale(size_t slots) {
+  std::lock_guard<std::mutex> sweep(sweep_mu_);
+  while (slots > 0) {
+    Index::Shard& shard = index_.shard(sweep_shard_);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    size_t n = std::min(slots, shard.capacity() - std::min(shard.capacity(), sweep_slot_));
+    shard.EraseIf(sweep_slot_, n, [this](const IndexEntry& e) {
+      return !e.in_dram() && !FlashValidLocked(e);
+    });
+    slots -= std::min(slots, n);
+    sweep_slot_ += n;
+    if (sweep_slot_ >= shard.capacity()) {
+      sweep_slot_ = 0;
+      sweep_shard_ = (sweep_shard_ + 1) % index_.shard_count();
+    }
+    if (n == 0) break;
+  }
+}
+
+Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& options,
+                             uint32_t crc) {
+  Record& r = dram_->rec(id);
+  r.key = key;
+  r.parent = options.parent;
+  Index::Shard& shard = index_.ShardFor(key);
+  uint32_t replaced = kNoRecord;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (e && !e->in_dram() && !FlashValidLocked(*e)) {  // stale flash entry: a miss
+      shard.Erase(e);
+      e = nullptr;
+    }
+    if (e && !options.overwrite) {
+      if (e->in_dram()) dram_->Touch(e->aux);  // a re-put is a use
+      c_.put_exists.fetch_add(1, std::memory_order_relaxed);
+      dram_->Free(id);
+      return Status::Exists();
+    }
+    if (e) {
+      replaced = EraseEntryLocked(shard, e);
+    }
+    IndexEntry* n = shard.Insert(key);
+    n->crc = crc;
+    n->set_size(r.size);
+    n->set_in_dram(true);
+    n->aux = id;
+    dram_->Link(id, dram_->GhostContains(key));
+  }
+  if (replaced != kNoRecord) {
+    ReleaseParent(replaced);
+    dram_->Doom(replaced);
+  }
+  CountInParent(id);
+  c_.puts.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status TieredStore::Put(const BlockKey& key, std::span<const std::byte> value,
+                        const PutOptions& options) {
+  uint64_t t0 = NowNanos();
+  auto res = Reserve(key, value.size(), options);
+  if (!res.ok()) return res.status();
+  std::memcpy(res->data().data(), value.data(), value.size());
+  Status s = Commit(std::move(res).value());
+  put_hist_.Record(NowNanos() - t0);
+  return s;
+}
+
+Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
+                                         const PutOptions& options) {
+  Status s = CheckSize(size);
+  if (!s.ok()) {
+    c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  if (key.empty()) return Status::InvalidArgument("the zero key is reserved");
+  uint32_t id = AllocateRecord(static_cast<uint32_t>(size), /*may_write=*/true);
+  if (id == kNoRecord) {
+    c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
+    return Status::NoSpace("DRAM tier full: nothing evictable");
+  }
+  Reservation r;
+  r.owner_ = this;
+  r.data_ = std::span<std::byte>(dram_->Data(id), size);
+  r.key_ = key;
+  r.options_ = options;
+  r.record_ = id;
+  return r;
+}
+
+Status TieredStore::Commit(Reservation reservation) {
+  if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
+  uint32_t id = reservation.record_;
+  // CRC computed once, at commit, over the bytes as they sit in DRAM; it travels with the
+  // index entry and is checked on every flash read.
+  uint32_t crc = Crc32c(reservation.data_.data(), reservation.data_.size());
+  reservation.owner_ = nullptr;  // ownership of the record passes to Publish
+  return Publish(id, reservation.key_, reservation.options_, crc);
+}
+
+void TieredStore::Abort(Reservation& reservation) {
+  dram_->Free(reservation.record_);
+  reservation.owner_ = nullptr;
+}
+
+void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
+  std::vector<io::IoRequest> reqs;
+  reqs.reserve(reads.size());
+  std::vector<size_t> req_of(reads.size(), SIZE_MAX);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    FlashRead& fr = reads[i];
+    fr.rec = AllocateRecord(fr.size, /*may_write=*/false);
+    if (fr.rec != kNoRecord) {
+      fr.buf = dram_->Data(fr.rec);
+    } else if (copy_out) {
+      fr.buf = static_cast<std::byte*>(std::aligned_alloc(4096, Pages(fr.size) * 4096));
+    }
+    if (!fr.buf) continue;  // prefetch with no room: skipped
+    req_of[i] = reqs.size();
+    reqs.push_back({io::IoRequest::Op::kRead, uint64_t{fr.page} * 4096, fr.buf,
+                    Pages(fr.size) * 4096, {}});
+  }
+  device_->Submit(std::span<io::IoRequest>(reqs));
+  for (size_t i = 0; i < reads.size(); ++i) {
+    FlashRead& fr = reads[i];
+    if (req_of[i] == SIZE_MAX) continue;
+    const io::IoRequest& rq = reqs[req_of[i]];
+    bool io_ok = rq.status.ok();
+    bool crc_ok = io_ok && Crc32c(fr.buf, fr.size) == fr.crc;
+    if (io_ok) c_.flash_bytes_read.fetch_add(rq.len, std::memory_order_relaxed);
+    bool promoted = false;
+    Index::Shard& shard = index_.ShardFor(fr.key);
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      IndexEntry* e = shard.Find(fr.key);
+      bool same = e && e->on_flash() && e->flash_page() == fr.page &&
+                  (e->in_dram() ? dram_->rec(e->aux).flash_gen : e->aux) == fr.gen &&
+                  flash_->Valid(fr.page, fr.gen);
+      if (!crc_ok) {
+        if (!same) {
+          c_.stale_races.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          (io_ok ? c_.crc_failures : c_.io_errors).fetch_add(1, std::memory_order_relaxed);
+          // The flash copy is bad: forget it (a DRAM copy, if any, is still good).
+          if (e->in_dram()) {
+            e->clear_flash();
+          } else {
+            shard.Erase(e);
+          }
+        }
+      } else if (fr.rec != kNoRecord && same && !e->in_dram()) {
+        Record& r = dram_->rec(fr.rec);
+        r.key = fr.key;
+        r.flash_gen = fr.gen;
+        e->set_in_dram(true);
+        e->aux = fr.rec;
+        dram_->Link(fr.rec, /*main=*/true);
+        promoted = true;
+      }
+    }
+    if (crc_ok && fr.op) {
+      if (copy_out) std::memcpy(fr.op->buffer.data(), fr.buf, fr.size);
+      fr.op->size = fr.size;
+      fr.op->crc = fr.crc;
+      fr.op->status = Status::Ok();
+      c_.flash_hits.fetch_add(1, std::memory_order_relaxed);
+      get_flash_hist_.Record(NowNanos() - fr.start_ns);
+    } else if (fr.op) {
+      fr.op->status = Status::NotFound();
+      c_.misses.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (promoted) {
+      c_.promotions.fetch_add(1, std::memory_order_relaxed);
+      if (!copy_out) c_.prefetched.fetch_add(1, std::memory_order_relaxed);
+    } else if (fr.rec != kNoRecord) {
+      dram_->Free(fr.rec);
+    } else {
+      std::free(fr.buf);
+    }
+  }
+}
+
+Result<size_t> TieredStore::Get(const BlockKey& key, std::span<std::byte> buffer) {
+  GetOp op{key, buffer, 0, 0, {}};
+  GetBatch(std::span<GetOp>(&op, 1));
+  if (!op.status.ok()) return op.status;
+  return op.size;
+}
+
+void TieredStore::GetBatch(std::span<GetOp> ops) {
+  std::vector<FlashRead> flash_reads;
+  for (GetOp& op : ops) {
+    uint64_t t0 = NowNanos();
+    c_.gets.fetch_add(1, std::memory_order_relaxed);
+    Index::Shard& shard = index_.ShardFor(op.key);
+    uint32_t id = kNoRecord;
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      IndexEntry* e = shard.Find(op.key);
+      if (e && !e->in_dram() && !FlashValidLocked(*e)) {
+        shard.Erase(e);  // its region was evicted
+        e = nullptr;
+      }
+      if (!e) {
+        op.status = Status::NotFound();
+        c_.misses.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      op.size = e->size();
+      op.crc = e->crc;
+      if (op.buffer.size() < op.size) {
+        op.status = Status::BufferTooSmall("value is " + std::to_string(op.size) + " bytes");
+        continue;
+      }
+      if (e->in_dram()) {
+        id = e->aux;
+        dram_->Pin(id);
+      } else {
+        FlashRead fr;
+        fr.op = &op;
+        fr.key = op.key;
+        fr.page = e->flash_page();
+        fr.gen = e->aux;
+        fr.size = e->size();
+        fr.crc = e->crc;
+        fr.start_ns = t0;
+        flash_reads.push_back(fr);
+        continue;
+      }
+    }
+    std::memcpy(op.buffer.data(), dram_->Data(id), op.size);
+    dram_->Touch(id);
+    dram_->Unpin(id);
+    op.status = Status::Ok();
+    c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+    get_dram_hist_.Record(NowNanos() - t0);
+  }
+  if (!flash_reads.empty()) ReadFromFlash(flash_reads, /*copy_out=*/true);
+}
+
+bool TieredStore::Exists(const BlockKey& key) {
+  Index::Shard& shard = index_.ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  IndexEntry* e = shard.Find(key);
+  return e && (e->in_dram() || FlashValidLocked(*e));
+}
+
+Status TieredStore::Erase(const BlockKey& key) {
+  Index::Shard& shard = index_.ShardFor(key);
+  uint32_t doomed;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (!e) return Status::NotFound();
+    bool held = e->in_dram() || FlashValidLocked(*e);
+    doomed = EraseEntryLocked(shard, e);
+    if (!held) return Status::NotFound();
+  }
+  if (doomed != kNoRecord) {
+    ReleaseParent(doomed);
+    dram_->Doom(doomed);
+  }
+  c_.erases.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void TieredStore::PutBatch(std::span<PutOp> ops) {
+  for (PutOp& op : ops) {
+    PutOptions o;
+    o.parent = op.parent;
+    op.status = Put(op.key, op.value, o);
+  }
+}
+
+void TieredStore::ExistsBatch(std::span<KeyOp> ops) {
+  for (KeyOp& op : ops) op.status = Exists(op.key) ? Status::Ok() : Status::NotFound();
+}
+
+void TieredStore::EraseBatch(std::span<KeyOp> ops) {
+  for (KeyOp& op : ops) op.status = Erase(op.key);
+}
+
+size_t TieredStore::MatchPrefix(std::span<const BlockKey> chain) {
+  size_t n = 0;
+  while (n < chain.size() && Exists(chain[n])) ++n;
+  return n;
+}
+
+void TieredStore::PromoteKeys(const std::vector<BlockKey>& keys) {
+  std::vector<FlashRead> reads;
+  for (const BlockKey& key : keys) {
+    Index::Shard& shard = index_.ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (!e || e->in_dram() || !FlashValidLocked(*e)) continue;
+    FlashRead fr;
+    fr.key = key;
+    fr.page = e->flash_page();
+    fr.gen = e->aux;
+    fr.size = e->size();
+    fr.crc = e->crc;
+    reads.push_back(fr);
+  }
+  if (!reads.empty()) ReadFromFlash(reads, /*copy_out=*/false);
+}
+
+void TieredStore::Prefetch(std::span<const BlockKey> keys) {
+  c_.prefetch_requests.fetch_add(keys.size(), std::memory_order_relaxed);
+  if (!flash_) return;
+  if (!mover_.joinable()) {
+    PromoteKeys(std::vector<BlockKey>(keys.begin(), keys.end()));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mover_mu_);
+    constexpr size_t kMaxQueued = 1 << 16;  // a hint: past this, drop rather than grow
+    for (const BlockKey& k : keys) {
+      if (prefetch_queue_.size() >= kMaxQueued) break;
+      prefetch_queue_.push_back(k);
+    }
+  }
+  mover_wanted_.store(true, std::memory_order_release);
+  mover_cv_.notify_one();
+}
+
+void TieredStore::Quiesce() {
+  if (!mover_.joinable()) {
+    while (dram_->free_bytes() < free_target_bytes_ && EvictSome(kEvictBatch, true) > 0) {
+    }
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mover_mu_);
+  uint64_t want = ++requested_passes_;
+  mover_wanted_.store(true, std::memory_order_release);
+  mover_cv_.notify_one();
+  idle_cv_.wait(lock, [&] { return done_passes_ >= want || stop_; });
+}
+
+void TieredStore::MoverLoop() {
+  std::unique_lock<std::mutex> lock(mover_mu_);
+  while (!stop_) {
+    mover_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] {
+      return stop_ || mover_wanted_.load(std::memory_order_acquire) || !prefetch_queue_.empty();
+    });
+    if (stop_) break;
+    mover_wanted_.store(false, std::memory_order_release);
+    uint64_t pass = requested_passes_;
+    // Prefetches first (a reader is about to want them), in batches of one device submit.
+    while (!prefetch_queue_.empty() && !stop_) {
+      std::vector<BlockKey> keys;
+      while (!prefetch_queue_.empty() && keys.size() < 64) {
+        keys.push_back(prefetch_queue_.front());
+        prefetch_queue_.pop_front();
+      }
+      lock.unlock();
+      PromoteKeys(keys);
+      lock.lock();
+    }
+    lock.unlock();
+    while (dram_->free_bytes() < free_target_bytes_) {
+      if (EvictSome(kEvictBatch, /*may_write=*/true) == 0) break;
+    }
+    lock.lock();
+    done_passes_ = std::max(done_passes_, pass);
+    idle_cv_.notify_all();
+  }
+  done_passes_ = requested_passes_;
+  idle_cv_.notify_all();
+}
+
+StoreStats TieredStore::GetStats() const {
+  StoreStats s;
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.dram.capacity_bytes = dram_->capacity_bytes();
+  s.dram.used_bytes = dram_->capacity_bytes() - dram_->free_bytes();
+  s.dram.blocks = dram_->blocks();
+  s.dram.hits = ld(c_.dram_hits);
+  s.dram.evictions = ld(c_.dram_evictions);
+  if (flash_) {
+    s.flash.capacity_bytes = flash_->capacity_bytes();
+    s.flash.used_bytes = flash_->used_bytes();
+    s.flash.blocks = flash_->blocks();
+    s.flash.evictions = flash_->regions_evicted();
+  }
+  s.flash.hits = ld(c_.flash_hits);
+  s.flash.bytes_written = ld(c_.flash_bytes_written);
+  s.flash.bytes_read = ld(c_.flash_bytes_read);
+  s.puts = ld(c_.puts);
+  s.put_exists = ld(c_.put_exists);
+  s.put_rejected = ld(c_.put_rejected);
+  s.gets = ld(c_.gets);
+  s.misses = ld(c_.misses);
+  s.erases = ld(c_.erases);
+  s.demotions = ld(c_.demotions);
+  s.promotions = ld(c_.promotions);
+  s.admission_drops = ld(c_.admission_drops);
+  s.prefetch_requests = ld(c_.prefetch_requests);
+  s.prefetched = ld(c_.prefetched);
+  s.crc_failures = ld(c_.crc_failures);
+  s.io_errors = ld(c_.io_errors);
+  s.stale_races = ld(c_.stale_races);
+  auto& idx = const_cast<Index&>(index_);
+  s.index_entries = idx.Size();
+  s.index_bytes = idx.Bytes();
+  s.put_latency = put_hist_.Summary();
+  s.get_dram_latency = get_dram_hist_.Summary();
+  s.get_flash_latency = get_flash_hist_.Summary();
+  return s;
+}
+
+}  // namespace kvpool::engine

@@ -1,0 +1,121 @@
+// TieredStore: the Store of include/kvpool/store.h, over a DramTier and (optionally) a
+// FlashLog on an io::Device.
+//
+// Lock order: index shard -> policy mutex -> allocator mutexes. No thread holds two
+// shard locks at once. Flash I/O is never done under a lock: records being written are
+// pinned, and flash reads are validated afterwards (CRC and region generation).
+//
+// A block's life: Put -> DRAM (probation queue). Evicted from DRAM: dropped if it was a
+// one-hit block in probation (ghost remembers it), dropped if a valid flash copy exists,
+// else written to the flash log (demoted). A flash hit is read into a new DRAM record and
+// verified, then published as the DRAM copy (promoted; the flash copy stays valid, so a
+// later DRAM eviction of it costs no write).
+#ifndef KVPOOL_ENGINE_TIERED_STORE_H_
+#define KVPOOL_ENGINE_TIERED_STORE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/histogram.h"
+#include "engine/dram_tier.h"
+#include "engine/flash_log.h"
+#include "engine/index.h"
+#include "io/device.h"
+#include "kvpool/store.h"
+
+namespace kvpool::engine {
+
+class TieredStore final : public Store {
+ public:
+  // `device` may be null (DRAM only). Takes ownership.
+  static Result<std::unique_ptr<TieredStore>> Open(const StoreOptions& options,
+                                                   std::unique_ptr<io::Device> device);
+  ~TieredStore() override;
+
+  Status Put(const BlockKey& key, std::span<const std::byte> value,
+             const PutOptions& options) override;
+  Result<Reservation> Reserve(const BlockKey& key, size_t size,
+                              const PutOptions& options) override;
+  Status Commit(Reservation reservation) override;
+  Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
+  bool Exists(const BlockKey& key) override;
+  Status Erase(const BlockKey& key) override;
+  void PutBatch(std::span<PutOp> ops) override;
+  void GetBatch(std::span<GetOp> ops) override;
+  void ExistsBatch(std::span<KeyOp> ops) override;
+  void EraseBatch(std::span<KeyOp> ops) override;
+  size_t MatchPrefix(std::span<const BlockKey> chain) override;
+  void Prefetch(std::span<const BlockKey> keys) override;
+  void Quiesce() override;
+  StoreStats GetStats() const override;
+
+  const char* dram_page_kind() const { return dram_->page_kind(); }
+
+ protected:
+  void Abort(Reservation& reservation) override;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0},
+        erases{0}, dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0},
+        promotions{0}, admission_drops{0}, prefetch_requests{0}, prefetched{0},
+        crc_failures{0}, io_errors{0}, stale_races{0}, flash_bytes_read{0},
+        flash_bytes_written{0};
+  };
+  struct FlashRead;
+
+  TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
+              std::unique_ptr<io::Device> device);
+  Status CheckSize(size_t size) const;
+  // A DRAM record for `size` bytes, evicting as needed. `may_write`: eviction may write
+  // dirty blocks to flash (put path); otherwise it only drops (read path). kNoRecord if
+  // no room could be made.
+  uint32_t AllocateRecord(uint32_t size, bool may_write);
+  // Evicts up to `max` victims; returns how many records were freed or queued for freeing.
+  size_t EvictSome(size_t max, bool may_write);
+  Status Publish(uint32_t id, const BlockKey& key, const PutOptions& options, uint32_t crc);
+  // REQUIRES: the shard lock of e->key. Removes the entry, dooming its DRAM record (the
+  // caller runs ReleaseParent for the returned record, if any, after unlocking).
+  uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e);
+  bool FlashValidLocked(const IndexEntry& e) const;
+  void CountInParent(uint32_t id);
+  void ReleaseParent(uint32_t id);
+  // Reads flash-resident ops (one device batch), promoting into DRAM. copy_out false:
+  // prefetch (no caller buffer; nothing read when no DRAM record is free).
+  void ReadFromFlash(std::span<FlashRead> reads, bool copy_out);
+  void PromoteKeys(const std::vector<BlockKey>& keys);
+  void SweepStale(size_t slots);
+  void MaybeWakeMover();
+  void MoverLoop();
+
+  const StoreOptions options_;
+  Index index_;
+  std::unique_ptr<DramTier> dram_;
+  std::unique_ptr<io::Device> device_;
+  std::unique_ptr<FlashLog> flash_;
+  const uint64_t free_target_bytes_;
+
+  mutable Counters c_;
+  Histogram put_hist_, get_dram_hist_, get_flash_hist_;
+
+  std::mutex sweep_mu_;
+  unsigned sweep_shard_ = 0;  // GUARDED_BY(sweep_mu_)
+  size_t sweep_slot_ = 0;     // GUARDED_BY(sweep_mu_)
+
+  std::mutex mover_mu_;
+  std::condition_variable mover_cv_, idle_cv_;
+  std::deque<BlockKey> prefetch_queue_;  // GUARDED_BY(mover_mu_)
+  uint64_t requested_passes_ = 0, done_passes_ = 0;  // GUARDED_BY(mover_mu_)
+  bool stop_ = false;                                // GUARDED_BY(mover_mu_)
+  std::atomic<bool> mover_wanted_{false};
+  std::thread mover_;
+};
+
+}  // namespace kvpool::engine
+
+#endif  // KVPOOL_ENGINE_TIERED_STORE_H_

@@ -1,0 +1,156 @@
+// kvpool: the command-line tool. A thin shell: parse, wire, print.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "replay.h"
+#include "trace.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(kvpool - a context memory store for LLM inference (KV cache blocks)
+
+usage: kvpool <command> [options]
+
+commands:
+  replay    replay a request trace against an embedded store (DRAM + flash tiers) and,
+            for comparison, against a plain LRU of equal capacity; prints a table
+  help      this text
+
+kvpool replay [options]
+  --trace PATH          trace (Mooncake JSONL: hash_ids of 512-token blocks)
+                        default: data/conversation_trace.jsonl
+  --block-bytes N       bytes per block, with K/M suffixes (default 32K)
+  --capacity F          total capacity as a fraction of the trace's distinct blocks
+                        (default 0.05)
+  --dram-share F        share of the capacity held in DRAM, rest on flash (default 0.25)
+  --flash PATH          flash tier file, created and preallocated (default
+                        kvpool-data/replay-flash.img); "none" for DRAM only
+  --admission MODE      probation (S3-FIFO; one-hit blocks stay off flash) or all
+  --probation F         share of DRAM for the probation queue (default 0.1)
+  --requests N          replay only the first N requests (default: all)
+  --json PATH           also write the results as JSON
+  --quiet               no progress bar
+)";
+
+bool ParseSize(const char* s, uint64_t* out) {
+  char* end;
+  double v = std::strtod(s, &end);
+  if (end == s || v < 0) return false;
+  if (*end == 'K' || *end == 'k') v *= 1024, ++end;
+  else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024, ++end;
+  if (*end == 'i') ++end;
+  if (*end == 'B') ++end;
+  if (*end) return false;
+  *out = static_cast<uint64_t>(v);
+  return true;
+}
+
+bool ParseFraction(const char* s, double* out) {
+  char* end;
+  *out = std::strtod(s, &end);
+  return end != s && !*end && *out > 0 && *out <= 1;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "kvpool: %s\n(kvpool --help for usage)\n", msg.c_str());
+  return 2;
+}
+
+int Replay(int argc, char** argv) {
+  kvpool::tools::ReplayOptions o;
+  std::string trace = "data/conversation_trace.jsonl", json, flash = "kvpool-data/replay-flash.img";
+  uint64_t requests = 0;
+  bool quiet = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto need = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)name;
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (!(v = need(a.c_str()))) {
+      return Fail("option " + a + " needs a value, or is unknown");
+    } else if (a == "--trace") {
+      trace = v;
+    } else if (a == "--block-bytes") {
+      if (!ParseSize(v, &o.block_bytes) || o.block_bytes < 8 || o.block_bytes % 8)
+        return Fail("--block-bytes: a size that is a multiple of 8, like 32K");
+    } else if (a == "--capacity") {
+      if (!ParseFraction(v, &o.capacity_fraction)) return Fail("--capacity: a fraction in (0, 1]");
+    } else if (a == "--dram-share") {
+      if (!ParseFraction(v, &o.dram_share) || o.dram_share >= 1)
+        return Fail("--dram-share: a fraction in (0, 1)");
+    } else if (a == "--flash") {
+      flash = v;
+    } else if (a == "--admission") {
+      if (std::string(v) == "probation") o.admission = kvpool::Admission::kProbation;
+      else if (std::string(v) == "all") o.admission = kvpool::Admission::kAll;
+      else return Fail("--admission: probation or all");
+    } else if (a == "--probation") {
+      if (!ParseFraction(v, &o.probation_fraction) || o.probation_fraction > 0.9)
+        return Fail("--probation: a fraction in (0, 0.9]");
+    } else if (a == "--requests") {
+      if (!ParseSize(v, &requests)) return Fail("--requests: a count");
+    } else if (a == "--json") {
+      json = v;
+    } else {
+      return Fail("unknown option " + a);
+    }
+  }
+  if (flash != "none") {
+    std::string dir = flash.substr(0, flash.find_last_of('/') == std::string::npos
+                                          ? 0
+                                          : flash.find_last_of('/'));
+    if (!dir.empty()) mkdir(dir.c_str(), 0755);
+    o.flash_path = flash;
+  }
+  auto loaded = kvpool::tools::LoadTrace(trace, requests);
+  if (!loaded.ok()) return Fail(loaded.status().ToString());
+  auto progress = [&](size_t done, size_t total, const kvpool::tools::ReplayResult& r) {
+    if (quiet) return;
+    int width = 40, filled = static_cast<int>(width * done / total);
+    std::fprintf(stderr, "\r[%.*s%*s] %3zu%% %zu/%zu requests, hit ratio %.3f, %.1f s", filled,
+                 "########################################", width - filled, "",
+                 done * 100 / total, done, total,
+                 r.blocks_done ? double(r.prefix_hits) / double(r.blocks_done) : 0.0, r.seconds);
+    if (done == total) std::fputc('\n', stderr);
+  };
+  auto res = kvpool::tools::RunReplay(*loaded, o, progress);
+  if (!res.ok()) return Fail(res.status().ToString());
+  std::fputs(kvpool::tools::ReplayTable(*res, o).c_str(), stdout);
+  if (!json.empty()) {
+    std::ofstream out(json);
+    out << kvpool::tools::ReplayJson(*res, o);
+    if (!out) return Fail("cannot write " + json);
+  }
+  return res->wrong_data == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "replay") return Replay(argc - 2, argv + 2);
+  return Fail("unknown command " + cmd);
+}

@@ -1,0 +1,31 @@
+// The Mooncake trace format: one JSON object a line with timestamp, input_length,
+// output_length and hash_ids (512-token prefix block ids). A strict, small parser: the
+// objects are flat, and anything else is an error that names the line.
+#ifndef KVPOOL_TOOLS_TRACE_H_
+#define KVPOOL_TOOLS_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvpool/status.h"
+
+namespace kvpool::tools {
+
+struct TraceRequest {
+  uint64_t timestamp_ms = 0;
+  uint64_t input_length = 0;
+  uint64_t output_length = 0;
+  std::vector<uint64_t> hash_ids;
+};
+
+// Parses one line (one JSON object). Unknown keys with number or number-array values are
+// skipped; anything else is kInvalidArgument.
+Result<TraceRequest> ParseTraceLine(std::string_view line);
+// Reads a whole file; `limit` > 0 stops after that many requests. Blank lines are skipped.
+Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limit = 0);
+
+}  // namespace kvpool::tools
+
+#endif  // KVPOOL_TOOLS_TRACE_H_
