@@ -28,11 +28,12 @@ kvpool replay [options]
   --block-bytes N       bytes per block, with K/M suffixes (default 32K)
   --capacity F          total capacity as a fraction of the trace's distinct blocks
                         (default 0.05)
-  --dram-share F        share of the capacity held in DRAM, rest on flash (default 0.25)
+  --dram-share F        share of the capacity held in DRAM, rest on flash (default 0.5)
   --flash PATH          flash tier file, created and preallocated (default
                         kvpool-data/replay-flash.img); "none" for DRAM only
-  --admission MODE      probation (S3-FIFO; one-hit blocks stay off flash) or all
-  --probation F         share of DRAM for the probation queue (default 0.1)
+  --admission MODE      all (default: every block leaving DRAM goes to flash) or
+                        probation (one-hit blocks leaving probation are dropped)
+  --probation F         share of DRAM for the probation queue (default 0.5)
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar

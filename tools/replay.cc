@@ -142,9 +142,12 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
     res.dram_hits += after.dram.hits - before.dram.hits;
     res.flash_hits += after.flash.hits - before.flash.hits;
     res.tokens_saved += Saved(hits, r, o.tokens_per_block);
-    // Prefill computed the rest: store it, chained to its parent.
+    // Prefill computed the rest: store it, chained to its parent. Like vLLM and SGLang,
+    // only full blocks are stored: a trailing partial block is never reusable.
+    size_t full = keys.size();
+    if (full > 0 && r.input_length % o.tokens_per_block != 0) --full;
     std::vector<std::byte> value(o.block_bytes);
-    for (size_t i = hits; i < keys.size(); ++i) {
+    for (size_t i = hits; i < full; ++i) {
       Fill(value.data(), value.size(), keys[i]);
       PutOptions po;
       if (i > 0) po.parent = keys[i - 1];

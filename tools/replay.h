@@ -18,10 +18,12 @@ namespace kvpool::tools {
 struct ReplayOptions {
   uint64_t block_bytes = 32 * kKiB;  // bytes per 512-token block (scaled down from 64 MiB)
   double capacity_fraction = 0.05;   // total capacity as a share of the trace's distinct blocks
-  double dram_share = 0.25;          // share of that capacity in DRAM; the rest is flash
+  double dram_share = 0.5;           // share of that capacity in DRAM; the rest is flash
   std::string flash_path;            // empty: DRAM only, with the whole capacity
-  Admission admission = Admission::kProbation;
-  double probation_fraction = 0.1;
+  // The best tiered setting found on the Mooncake trace (docs/PERFORMANCE.md): its reuse
+  // distances are long, so a small probation queue that drops one-hit blocks loses reuses.
+  Admission admission = Admission::kAll;
+  double probation_fraction = 0.5;
   unsigned tokens_per_block = 512;
 };
 

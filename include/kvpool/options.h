@@ -54,6 +54,9 @@ struct StoreOptions {
   // The background mover demotes blocks to flash to keep this share of DRAM free, so puts
   // rarely wait for eviction.
   double dram_free_target = 0.05;
+  // A block hit while in DRAM is written to flash again when leaving DRAM if its flash
+  // copy is older than this share of the log (it would soon be evicted). 1 disables.
+  double flash_rewrite_age = 0.5;
   // Off: no background thread; eviction happens inline in put (deterministic, for tests).
   bool background_mover = true;
 

@@ -94,6 +94,7 @@ class [[nodiscard]] Result {
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
   T* operator->() { return &std::get<T>(v_); }
   const T* operator->() const { return &std::get<T>(v_); }
 

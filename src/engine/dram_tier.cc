@@ -51,15 +51,15 @@ uint32_t DramTier::Allocate(uint32_t size) {
   Record& r = records_[id];
   r.key = {};
   r.parent = {};
+  ++r.gen;
   r.page = page;
   r.pages = npages;
   r.size = size;
   r.flash_gen = 0;
-  r.parent_rec = kNoRecord;
   r.prev = r.next = kNoRecord;
   r.queue = kNone;
   r.freq.store(0, std::memory_order_relaxed);
-  r.children.store(0, std::memory_order_relaxed);
+  r.used.store(false, std::memory_order_relaxed);
   r.state.store(0, std::memory_order_relaxed);
   live_.fetch_add(1, std::memory_order_relaxed);
   return id;
@@ -88,6 +88,7 @@ void DramTier::Doom(uint32_t id) {
 void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
   Record& r = records_[id];
   r.queue = q;
+  r.link_seq = ++link_counter_;
   r.prev = kNoRecord;
   r.next = l.head;
   if (l.head != kNoRecord) records_[l.head].prev = id;
@@ -117,6 +118,28 @@ void DramTier::Link(uint32_t id, bool main) {
   }
 }
 
+void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  Record& r = records_[id];
+  Record& p = records_[parent];
+  constexpr uint32_t kRecent = 4096;  // links; longer than any chain stored at once
+  if (r.queue == kNone || r.queue != p.queue || id == parent ||
+      link_counter_ - p.link_seq > kRecent) {
+    return;
+  }
+  List& l = r.queue == kSmall ? small_ : main_;
+  Queue q = static_cast<Queue>(r.queue);
+  RemoveLocked(l, id);
+  // Insert between the parent and its tail-side neighbour.
+  r.queue = q;
+  r.prev = parent;
+  r.next = p.next;
+  if (p.next != kNoRecord) records_[p.next].prev = id; else l.tail = id;
+  p.next = id;
+  l.pages += r.pages;
+  ++l.count;
+}
+
 void DramTier::Unlink(uint32_t id) {
   std::lock_guard<std::mutex> lock(policy_mu_);
   Record& r = records_[id];
@@ -125,12 +148,8 @@ void DramTier::Unlink(uint32_t id) {
 }
 
 size_t DramTier::PickVictims(size_t max, Victim* out) {
-  // A parent with children in DRAM is passed over at most this many times per call, so
-  // a pick always finishes even when every block is some other block's parent.
-  constexpr int kMaxDeferrals = 64;
   std::lock_guard<std::mutex> lock(policy_mu_);
   size_t n = 0;
-  int deferrals = 0;
   uint64_t steps = 0, max_steps = 4 * (small_.count + main_.count) + 16;
   while (n < max && steps++ < max_steps) {
     bool from_small =
@@ -144,12 +163,7 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
         PushHeadLocked(main_, kMain, id);  // used during probation: admitted
         continue;
       }
-      if (r.children.load(std::memory_order_relaxed) > 0 && deferrals < kMaxDeferrals) {
-        ++deferrals;
-        PushHeadLocked(small_, kSmall, id);
-        continue;
-      }
-      out[n++] = {id, probation_};
+      out[n++] = {id, r.gen, r.key, probation_};
     } else if (main_.tail != kNoRecord) {
       uint32_t id = main_.tail;
       Record& r = records_[id];
@@ -160,12 +174,7 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
         PushHeadLocked(main_, kMain, id);
         continue;
       }
-      if (r.children.load(std::memory_order_relaxed) > 0 && deferrals < kMaxDeferrals) {
-        ++deferrals;
-        PushHeadLocked(main_, kMain, id);
-        continue;
-      }
-      out[n++] = {id, false};
+      out[n++] = {id, r.gen, r.key, false};
     } else {
       break;
     }

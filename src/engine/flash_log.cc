@@ -61,6 +61,13 @@ bool FlashLog::Append(uint32_t pages, Extent* out, uint32_t* regions_evicted) {
   return true;
 }
 
+double FlashLog::Age(uint32_t page) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = uint64_t{regions_} * pages_per_region_;
+  uint64_t behind = head_ >= page ? head_ - page : head_ + total - page;
+  return static_cast<double>(behind) / static_cast<double>(total);
+}
+
 uint64_t FlashLog::used_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return uint64_t{live_regions_} * pages_per_region_ * 4096;

@@ -36,6 +36,8 @@ class FlashLog {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
   }
 
+  // How far behind the head `page` lies, as a share of the log: near 1 = evicted soon.
+  double Age(uint32_t page) const;
   uint32_t region_count() const { return regions_; }
   uint64_t capacity_bytes() const { return uint64_t{regions_} * pages_per_region_ * 4096; }
   uint64_t used_bytes() const;

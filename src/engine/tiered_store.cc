@@ -97,31 +97,12 @@ uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
   return kNoRecord;
 }
 
-void TieredStore::CountInParent(uint32_t id) {
-  Record& r = dram_->rec(id);
-  if (r.parent.empty()) return;
-  Index::Shard& shard = index_.ShardFor(r.parent);
+void TieredStore::PlaceBehindParent(uint32_t id, const BlockKey& parent) {
+  if (parent.empty()) return;
+  Index::Shard& shard = index_.ShardFor(parent);
   std::lock_guard<std::mutex> lock(shard.mu);
-  IndexEntry* p = shard.Find(r.parent);
-  if (p && p->in_dram()) {
-    dram_->rec(p->aux).children.fetch_add(1, std::memory_order_relaxed);
-    r.parent_rec = p->aux;
-  }
-}
-
-void TieredStore::ReleaseParent(uint32_t id) {
-  Record& r = dram_->rec(id);
-  if (r.parent_rec == kNoRecord) return;
-  Index::Shard& shard = index_.ShardFor(r.parent);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  IndexEntry* p = shard.Find(r.parent);
-  if (p && p->in_dram() && p->aux == r.parent_rec) {
-    auto& ch = dram_->rec(p->aux).children;
-    uint16_t v = ch.load(std::memory_order_relaxed);
-    while (v > 0 && !ch.compare_exchange_weak(v, static_cast<uint16_t>(v - 1))) {
-    }
-  }
-  r.parent_rec = kNoRecord;
+  IndexEntry* p = shard.Find(parent);
+  if (p && p->in_dram()) dram_->PlaceBehind(id, p->aux);
 }
 
 uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
@@ -150,16 +131,26 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t id = victims[i].id;
     Record& r = dram_->rec(id);
-    BlockKey key = r.key;
+    BlockKey key = victims[i].key;
     Index::Shard& shard = index_.ShardFor(key);
     std::unique_lock<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
-    if (!e || !e->in_dram() || e->aux != id) continue;  // erased or replaced meanwhile
+    // Erased or replaced meanwhile (and maybe the record reused by another key).
+    if (!e || !e->in_dram() || e->aux != id || r.gen != victims[i].gen) continue;
     if (dram_->Pins(id) > 0) {
       dram_->Link(id, true);  // in use right now: keep it
       continue;
     }
     bool clean = FlashValidLocked(*e);
+    // A block used while in DRAM whose flash copy is about to be evicted with its region
+    // is written again (to the head): FIFO flash would otherwise lose hot blocks as fast
+    // as cold ones. This is a caching choice, not garbage collection: no region is ever
+    // copied to free space.
+    if (clean && r.used.load(std::memory_order_relaxed) &&
+        flash_->Age(e->flash_page()) > options_.flash_rewrite_age) {
+      clean = false;
+      e->clear_flash();
+    }
     if (victims[i].one_hit || clean || !flash_) {
       if (victims[i].one_hit) {
         dram_->GhostInsert(key);
@@ -183,7 +174,6 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     writes[nw++] = {id, key, {}, false};
   }
   for (size_t i = 0; i < nd; ++i) {
-    ReleaseParent(to_doom[i]);
     dram_->Doom(to_doom[i]);
   }
   freed += nd;
@@ -231,7 +221,6 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       }
     }
     if (doom) {
-      ReleaseParent(w.id);
       dram_->Doom(w.id);
     }
     dram_->Unpin(w.id);
@@ -295,10 +284,9 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     dram_->Link(id, dram_->GhostContains(key));
   }
   if (replaced != kNoRecord) {
-    ReleaseParent(replaced);
     dram_->Doom(replaced);
   }
-  CountInParent(id);
+  PlaceBehindParent(id, options.parent);
   c_.puts.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
 }
@@ -403,6 +391,8 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
         e->set_in_dram(true);
         e->aux = fr.rec;
         dram_->Link(fr.rec, /*main=*/true);
+        // Once published the record can be evicted by others: hold it while copying out.
+        dram_->Pin(fr.rec);
         promoted = true;
       }
     }
@@ -418,6 +408,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
       c_.misses.fetch_add(1, std::memory_order_relaxed);
     }
     if (promoted) {
+      dram_->Unpin(fr.rec);
       c_.promotions.fetch_add(1, std::memory_order_relaxed);
       if (!copy_out) c_.prefetched.fetch_add(1, std::memory_order_relaxed);
     } else if (fr.rec != kNoRecord) {
@@ -505,7 +496,6 @@ Status TieredStore::Erase(const BlockKey& key) {
     if (!held) return Status::NotFound();
   }
   if (doomed != kNoRecord) {
-    ReleaseParent(doomed);
     dram_->Doom(doomed);
   }
   c_.erases.fetch_add(1, std::memory_order_relaxed);

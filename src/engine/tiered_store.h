@@ -79,12 +79,11 @@ class TieredStore final : public Store {
   // Evicts up to `max` victims; returns how many records were freed or queued for freeing.
   size_t EvictSome(size_t max, bool may_write);
   Status Publish(uint32_t id, const BlockKey& key, const PutOptions& options, uint32_t crc);
-  // REQUIRES: the shard lock of e->key. Removes the entry, dooming its DRAM record (the
-  // caller runs ReleaseParent for the returned record, if any, after unlocking).
+  // REQUIRES: the shard lock of e->key. Removes the entry and unlinks its DRAM record,
+  // which it returns (or kNoRecord) for the caller to Doom.
   uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e);
   bool FlashValidLocked(const IndexEntry& e) const;
-  void CountInParent(uint32_t id);
-  void ReleaseParent(uint32_t id);
+  void PlaceBehindParent(uint32_t id, const BlockKey& parent);
   // Reads flash-resident ops (one device batch), promoting into DRAM. copy_out false:
   // prefetch (no caller buffer; nothing read when no DRAM record is free).
   void ReadFromFlash(std::span<FlashRead> reads, bool copy_out);

@@ -1,0 +1,267 @@
+#include "engine/tiered_store.h"
+
+#include <gtest/gtest.h>
+
+#include "store_testing.h"
+
+namespace kvpool::engine {
+namespace {
+
+using kvpool::testing::OpenStore;
+using kvpool::testing::SmallOptions;
+using kvpool::testing::TestKey;
+using kvpool::testing::TestValue;
+
+std::unique_ptr<Store> Flashy(uint64_t dram = 8 * kMiB, uint64_t flash = 32 * kMiB) {
+  return OpenStore(SmallOptions(dram), std::make_unique<io::MemoryDevice>(flash));
+}
+
+TEST(TieredStore, PutGetExistsErase) {
+  auto s = Flashy();
+  ASSERT_TRUE(s);
+  BlockKey k = TestKey(1);
+  auto v = TestValue(k, 0, 10000);
+  ASSERT_TRUE(s->Put(k, v).ok());
+  EXPECT_TRUE(s->Exists(k));
+  std::vector<std::byte> out(20000);
+  auto got = s->Get(k, out);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, v.size());
+  EXPECT_EQ(0, std::memcmp(out.data(), v.data(), v.size()));
+  EXPECT_EQ(s->Put(k, v).code(), Code::kExists);  // write-once
+  ASSERT_TRUE(s->Erase(k).ok());
+  EXPECT_FALSE(s->Exists(k));
+  EXPECT_TRUE(s->Get(k, out).status().IsNotFound());
+  EXPECT_TRUE(s->Erase(k).IsNotFound());
+}
+
+TEST(TieredStore, BadInputHasClearErrors) {
+  auto s = Flashy();
+  std::vector<std::byte> v(100);
+  EXPECT_EQ(s->Put(TestKey(1), std::span<const std::byte>()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Put(BlockKey{}, v).code(), Code::kInvalidArgument);
+  std::vector<std::byte> big(5 * kMiB);
+  Status st = s->Put(TestKey(2), big);
+  EXPECT_EQ(st.code(), Code::kTooLarge);
+  EXPECT_NE(st.message().find("max_value_bytes"), std::string_view::npos);
+  ASSERT_TRUE(s->Put(TestKey(3), v).ok());
+  std::vector<std::byte> small(10);
+  auto r = s->Get(TestKey(3), small);
+  EXPECT_EQ(r.status().code(), Code::kBufferTooSmall);
+  StoreOptions bad = SmallOptions();
+  bad.max_value_bytes = bad.dram_bytes;
+  EXPECT_FALSE(bad.Validate().ok());
+  EXPECT_FALSE(TieredStore::Open(bad, nullptr).ok());
+}
+
+TEST(TieredStore, OverwriteReplaces) {
+  auto s = Flashy();
+  BlockKey k = TestKey(4);
+  ASSERT_TRUE(s->Put(k, TestValue(k, 0, 5000)).ok());
+  PutOptions o;
+  o.overwrite = true;
+  auto v1 = TestValue(k, 1, 7000);
+  ASSERT_TRUE(s->Put(k, v1, o).ok());
+  std::vector<std::byte> out(8000);
+  ASSERT_EQ(*s->Get(k, out), 7000u);
+  EXPECT_EQ(0, std::memcmp(out.data(), v1.data(), v1.size()));
+}
+
+TEST(TieredStore, TwoPhasePutFillsInPlace) {
+  auto s = Flashy();
+  BlockKey k = TestKey(5);
+  auto v = TestValue(k, 0, 65536);
+  {
+    auto r = s->Reserve(k, v.size());
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(s->Exists(k)) << "not visible before commit";
+    std::memcpy(r->data().data(), v.data(), v.size());
+    ASSERT_TRUE(s->Commit(std::move(r).value()).ok());
+  }
+  std::vector<std::byte> out(v.size());
+  ASSERT_TRUE(s->Get(k, out).ok());
+  EXPECT_EQ(out, v);
+  // An abandoned reservation gives its space back.
+  uint64_t before = s->GetStats().dram.used_bytes;
+  { auto r = s->Reserve(TestKey(6), 1 * kMiB); ASSERT_TRUE(r.ok()); }
+  EXPECT_EQ(s->GetStats().dram.used_bytes, before);
+  EXPECT_FALSE(s->Exists(TestKey(6)));
+}
+
+// Fill far past DRAM: blocks move to flash, come back verified and promoted, and the
+// flash log evicts whole regions when it wraps.
+TEST(TieredStore, DemotesToFlashAndPromotesBack) {
+  StoreOptions o = SmallOptions(8 * kMiB);
+  o.admission = Admission::kAll;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(32 * kMiB));
+  constexpr int kN = 900;  // 900 x 64 KiB = 56 MiB > 8 + 32
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
+  StoreStats st = s->GetStats();
+  EXPECT_GT(st.demotions, 300u);
+  EXPECT_GT(st.flash.evictions, 0u);
+  int hits = 0, flash_hits_before = static_cast<int>(st.flash.hits);
+  std::vector<std::byte> out(65536);
+  for (int i = 0; i < kN; ++i) {
+    auto r = s->Get(TestKey(i), out);
+    if (!r.ok()) {
+      EXPECT_TRUE(r.status().IsNotFound());
+      continue;
+    }
+    ++hits;
+    ASSERT_EQ(out, TestValue(TestKey(i), 0, 65536)) << i;
+  }
+  st = s->GetStats();
+  EXPECT_GT(hits, 450);
+  EXPECT_LT(hits, kN) << "capacity is below the data: some must be gone";
+  EXPECT_GT(static_cast<int>(st.flash.hits) - flash_hits_before, 300);
+  EXPECT_GT(st.promotions, 0u);
+  EXPECT_EQ(st.crc_failures, 0u);
+  // The most recent blocks are all still there.
+  for (int i = kN - 50; i < kN; ++i) EXPECT_TRUE(s->Exists(TestKey(i))) << i;
+}
+
+TEST(TieredStore, ProbationKeepsOneHitBlocksOffFlash) {
+  StoreOptions o = SmallOptions(8 * kMiB);
+  o.admission = Admission::kProbation;
+  o.probation_fraction = 0.2;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(32 * kMiB));
+  std::vector<std::byte> out(16384);
+  // A hot set used again and again, and a stream of one-hit blocks.
+  for (int round = 0; round < 40; ++round) {
+    for (int h = 0; h < 64; ++h) {
+      BlockKey k = TestKey(1000000 + h);
+      if (!s->Get(k, out).ok()) ASSERT_TRUE(s->Put(k, TestValue(k, 0, 16384)).ok());
+    }
+    for (int c = 0; c < 200; ++c) {
+      BlockKey k = TestKey(round * 1000 + c);
+      ASSERT_TRUE(s->Put(k, TestValue(k, 0, 16384)).ok());
+    }
+  }
+  StoreStats st = s->GetStats();
+  EXPECT_GT(st.admission_drops, 4000u);
+  // Flash got far fewer bytes than were put: one-hit blocks were filtered.
+  EXPECT_LT(st.flash.bytes_written, 8000ull * 16384 / 4);
+  int hot = 0;
+  for (int h = 0; h < 64; ++h) hot += s->Exists(TestKey(1000000 + h));
+  EXPECT_GE(hot, 60);
+}
+
+TEST(TieredStore, ChainLeavesGoBeforeParents) {
+  StoreOptions o = SmallOptions(4 * kMiB);
+  o.probation_fraction = 0;  // one queue: the order is the FIFO order
+  auto s = OpenStore(o, nullptr);
+  // Store chains of 8 blocks of 64 KiB; capacity ~ 64 blocks. After overflowing, what
+  // remains of each surviving chain must be a prefix (never a child without its parent).
+  std::vector<std::vector<BlockKey>> chains;
+  for (int c = 0; c < 20; ++c) {
+    std::vector<BlockKey> ch;
+    BlockKey parent = NamespaceRoot("chain");
+    for (int i = 0; i < 8; ++i) {
+      uint32_t tok[2] = {static_cast<uint32_t>(c), static_cast<uint32_t>(i)};
+      BlockKey k = ChildKey(parent, tok);
+      PutOptions po;
+      po.parent = i ? parent : BlockKey{};
+      ASSERT_TRUE(s->Put(k, TestValue(k, 0, 65536), po).ok());
+      ch.push_back(k);
+      parent = k;
+    }
+    chains.push_back(ch);
+  }
+  int partial = 0;
+  for (auto& ch : chains) {
+    size_t held = s->MatchPrefix(ch);
+    size_t any = 0;
+    for (auto& k : ch) any += s->Exists(k);
+    EXPECT_EQ(any, held) << "a block is held while its parent is not";
+    partial += held > 0 && held < ch.size();
+  }
+  EXPECT_LE(partial, 2);
+}
+
+TEST(TieredStore, PrefetchBringsFlashBlocksIntoDram) {
+  StoreOptions o = SmallOptions(8 * kMiB);
+  o.admission = Admission::kAll;
+  o.background_mover = true;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(64 * kMiB));
+  for (int i = 0; i < 400; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
+  s->Quiesce();
+  std::vector<BlockKey> early;
+  for (int i = 0; i < 20; ++i) early.push_back(TestKey(i));
+  uint64_t before = s->GetStats().dram.hits;
+  s->Prefetch(early);
+  s->Quiesce();
+  StoreStats st = s->GetStats();
+  EXPECT_GE(st.prefetched, 15u);
+  std::vector<std::byte> out(65536);
+  for (auto& k : early) {
+    ASSERT_TRUE(s->Get(k, out).ok());
+    EXPECT_EQ(out, TestValue(k, 0, 65536));
+  }
+  EXPECT_GE(s->GetStats().dram.hits - before, 15u);
+  // A probe neither counts as a use nor brings anything in.
+  uint64_t gets = s->GetStats().gets;
+  EXPECT_TRUE(s->Exists(TestKey(399)));
+  EXPECT_EQ(s->MatchPrefix(early), early.size());
+  EXPECT_EQ(s->GetStats().gets, gets);
+}
+
+TEST(TieredStore, BatchOpsEachHaveTheirOwnStatus) {
+  auto s = Flashy();
+  std::vector<std::vector<std::byte>> vals;
+  std::vector<PutOp> puts(4);
+  for (int i = 0; i < 4; ++i) {
+    vals.push_back(TestValue(TestKey(i), 0, 4096 * (i + 1)));
+    puts[i].key = TestKey(i);
+    puts[i].value = vals[i];
+  }
+  puts[2].value = {};  // invalid: empty
+  s->PutBatch(puts);
+  EXPECT_TRUE(puts[0].status.ok());
+  EXPECT_EQ(puts[2].status.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(puts[3].status.ok());
+  std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(16384));
+  std::vector<GetOp> gets(4);
+  for (int i = 0; i < 4; ++i) gets[i] = {TestKey(i), bufs[i], 0, 0, {}};
+  s->GetBatch(gets);
+  EXPECT_TRUE(gets[0].status.ok());
+  EXPECT_TRUE(gets[2].status.IsNotFound());
+  EXPECT_EQ(gets[3].size, 16384u);
+  EXPECT_EQ(bufs[3], vals[3]);
+  std::vector<KeyOp> ex = {{TestKey(1), {}}, {TestKey(2), {}}};
+  s->ExistsBatch(ex);
+  EXPECT_TRUE(ex[0].status.ok());
+  EXPECT_TRUE(ex[1].status.IsNotFound());
+  s->EraseBatch(ex);
+  EXPECT_TRUE(ex[0].status.ok());
+  EXPECT_TRUE(ex[1].status.IsNotFound());
+  EXPECT_FALSE(s->Exists(TestKey(1)));
+}
+
+TEST(TieredStore, LargeValuesUpTo128MiB) {
+  StoreOptions o = SmallOptions(288 * kMiB);
+  o.max_value_bytes = 128 * kMiB;
+  o.region_bytes = 16 * kMiB;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(320 * kMiB));
+  ASSERT_TRUE(s);
+  BlockKey k = TestKey(77);
+  auto v = TestValue(k, 0, 80 * kMiB + 123);  // an LMCache 256-token chunk of a 70B model
+  ASSERT_TRUE(s->Put(k, v).ok());
+  auto v2 = TestValue(TestKey(78), 0, 128 * kMiB);
+  ASSERT_TRUE(s->Put(TestKey(78), v2).ok());
+  std::vector<std::byte> out(128 * kMiB);
+  ASSERT_EQ(*s->Get(k, out), v.size());
+  EXPECT_EQ(0, std::memcmp(out.data(), v.data(), v.size()));
+  // Push both to flash (spanning regions) and read them back.
+  for (int i = 0; i < 2; ++i) {
+    auto f = TestValue(TestKey(100 + i), 0, 100 * kMiB);
+    ASSERT_TRUE(s->Put(TestKey(100 + i), f).ok());
+  }
+  s->Quiesce();
+  auto r = s->Get(k, out);
+  if (r.ok()) EXPECT_EQ(0, std::memcmp(out.data(), v.data(), v.size()));
+  EXPECT_GT(s->GetStats().demotions, 0u);
+  EXPECT_EQ(s->GetStats().crc_failures, 0u);
+}
+
+}  // namespace
+}  // namespace kvpool::engine
