@@ -31,7 +31,9 @@ inline std::unique_ptr<Store> OpenStore(const StoreOptions& o, std::unique_ptr<i
   return std::unique_ptr<Store>(std::move(s).value());
 }
 
-inline BlockKey TestKey(uint64_t i) { return BlockKey{0x1234'5678ull ^ (i * 0x9E3779B97F4A7C15ull) | 1, i + 1}; }
+inline BlockKey TestKey(uint64_t i) {
+  return BlockKey{(0x12345678ull ^ (i * 0x9E3779B97F4A7C15ull)) | 1, i + 1};
+}
 
 // Deterministic bytes for (key, version); size bytes long.
 inline std::vector<std::byte> TestValue(const BlockKey& k, uint32_t version, size_t size) {

@@ -66,6 +66,18 @@ TEST(Keys, ChainIsDeterministicAndPrefixSensitive) {
   EXPECT_EQ(ka[0].ToHex().size(), 32u);
 }
 
+// Vectors computed by an independent implementation: Python's xxhash (Debian's
+// python3-xxhash), with the snippet in docs/KEYS.md.
+TEST(Keys, MatchIndependentImplementation) {
+  BlockKey root = NamespaceRoot("tenant/model");
+  EXPECT_EQ(root.ToHex(), "97b5dccff954db7cc82e820b08ab4790");
+  std::vector<uint32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto keys = ChainKeys(root, toks, 4);
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].ToHex(), "6f381c1a2721312df6a4df20290648cf");
+  EXPECT_EQ(keys[1].ToHex(), "87565f98d610bcfd2bc3a41e72be78dd");
+}
+
 TEST(Keys, NoCollisionsAmongManyChains) {
   BlockKey root = NamespaceRoot("t");
   std::set<BlockKey> seen;

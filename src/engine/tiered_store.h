@@ -78,6 +78,8 @@ class TieredStore final : public Store {
   uint32_t AllocateRecord(uint32_t size, bool may_write);
   // Evicts up to `max` victims; returns how many records were freed or queued for freeing.
   size_t EvictSome(size_t max, bool may_write);
+  // REQUIRES: crc is the CRC32C of the reservation's bytes.
+  Status CommitWithCrc(Reservation reservation, uint32_t crc);
   Status Publish(uint32_t id, const BlockKey& key, const PutOptions& options, uint32_t crc);
   // REQUIRES: the shard lock of e->key. Removes the entry and unlinks its DRAM record,
   // which it returns (or kNoRecord) for the caller to Doom.

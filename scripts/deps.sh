@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs kvpool's build and test dependencies from Debian 12's packages (as root).
+# Quiet and quick when everything is already there.
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config liburing-dev libxxhash-dev libisal-dev
+      libgtest-dev libgmock-dev fio clang libclang-rt-14-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "kvpool: missing Debian packages: ${missing[*]}; run as root to install them" >&2
+    exit 1
+  fi
+  echo "kvpool: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
