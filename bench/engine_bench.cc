@@ -279,15 +279,18 @@ int main(int argc, char** argv) {
   using namespace kvpool;
   std::string json = "bench-engine.json", file = "kvpool-data/bench-flash.img";
   bool quick = false, fio = true;
+  std::string only;  // index, dram or flash: run one section
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--no-fio") fio = false;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--flash-file" && i + 1 < argc) file = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
       std::printf(
-          "usage: kvpool_bench [--quick] [--no-fio] [--json PATH] [--flash-file PATH]\n"
+          "usage: kvpool_bench [--quick] [--no-fio] [--only index|dram|flash] [--json PATH]\n"
+          "                    [--flash-file PATH]\n"
           "  index lookup at 10M entries; put/get latency and GB/s for 16K..2M blocks (DRAM\n"
           "  hits); flash-tier random reads at QD1/QD32 beside fio on the same file.\n"
           "  --quick: 1M index entries, fewer sizes (for CI smoke runs)\n");
@@ -304,15 +307,20 @@ int main(int argc, char** argv) {
   }
   std::printf("%-34s %8s %9s %9s %9s %8s   %s\n", "benchmark", "ops", "p50 us", "p99 us", "p99.9 us",
               "GB/s", "vs limit");
-  BenchIndex(quick ? 1000000 : 10000000);
+  auto want = [&](const char* s) { return only.empty() || only == s; };
+  if (want("index")) BenchIndex(quick ? 1000000 : 10000000);
   std::vector<size_t> sizes = {16 * kKiB, 64 * kKiB, 256 * kKiB, 1 * kMiB, 2 * kMiB};
   if (quick) sizes = {64 * kKiB};
-  for (size_t sz : sizes) BenchDram(sz, MemcpyGbps(sz));
+  if (want("dram")) {
+    for (size_t sz : sizes) BenchDram(sz, MemcpyGbps(sz));
+  }
   uint64_t fbytes = quick ? 512 * kMiB : 2 * kGiB;
   // The store run fills the file first, so the raw device rows read real data (a fresh
   // preallocated file reads back zeros without touching the disk).
-  uint64_t span = BenchFlash(file, fbytes, 64 * kKiB, fio);
-  if (span) BenchDevice(file, fbytes, span, 64 * kKiB, fio);
+  if (want("flash")) {
+    uint64_t span = BenchFlash(file, fbytes, 64 * kKiB, fio);
+    if (span) BenchDevice(file, fbytes, span, 64 * kKiB, fio);
+  }
   unlink(file.c_str());
   WriteJson(json);
   std::printf("wrote %s\n", json.c_str());

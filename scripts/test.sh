@@ -21,7 +21,7 @@ echo "== TSan (index, store concurrency, mover)"
 cmake -S . -B build-tsan -DKVPOOL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvpool_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/kvpool_tests --gtest_brief=1 \
-  --gtest_filter='StoreConcurrency.*:TieredStore.Prefetch*:Index.*:StoreModelTest*'
+  --gtest_filter='StoreConcurrency.*:TieredStore.*:Index.*:*StoreModelTest*:FaultInjection.*'
 
 echo "== fuzz: trace parser (libFuzzer, 30 s)"
 mkdir -p build-fuzz

@@ -33,7 +33,8 @@ kvpool replay [options]
                         kvpool-data/replay-flash.img); "none" for DRAM only
   --admission MODE      all (default: every block leaving DRAM goes to flash) or
                         probation (one-hit blocks leaving probation are dropped)
-  --probation F         share of DRAM for the probation queue (default 0.5)
+  --probation F         share of DRAM for the probation queue (default 0.02: new
+                        blocks pass through DRAM to flash, which acts as probation)
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar

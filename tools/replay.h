@@ -23,7 +23,7 @@ struct ReplayOptions {
   // The best tiered setting found on the Mooncake trace (docs/PERFORMANCE.md): its reuse
   // distances are long, so a small probation queue that drops one-hit blocks loses reuses.
   Admission admission = Admission::kAll;
-  double probation_fraction = 0.5;
+  double probation_fraction = 0.02;
   unsigned tokens_per_block = 512;
 };
 

@@ -9,18 +9,18 @@ Index::Index(uint64_t capacity, unsigned shards) {
   if (shards == 0 || (shards & (shards - 1))) shards = std::bit_ceil(shards ? shards : 1u);
   if (shards > (1u << 20)) shards = 1u << 20;
   shard_mask_ = shards - 1;
-  // Start at ~70% load for the asked capacity; tables double past 85%.
-  uint64_t per = std::bit_ceil(std::max<uint64_t>(64, capacity / shards * 10 / 7));
+  // Start at 75% load for the asked capacity (any size: homes are found by multiply-shift,
+  // not a mask); tables double past 85%.
+  uint64_t per = std::max<uint64_t>(64, capacity / shards * 4 / 3);
   for (unsigned i = 0; i < shards; ++i) {
     auto s = std::make_unique<Shard>();
     s->slots_.resize(per);
-    s->mask_ = per - 1;
     shards_.push_back(std::move(s));
   }
 }
 
 IndexEntry* Index::Shard::Find(const BlockKey& key) {
-  for (size_t i = key.lo & mask_;; i = (i + 1) & mask_) {
+  for (size_t i = Home(key.lo);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key == key) return &e;
     if (e.key.empty()) return nullptr;
@@ -29,7 +29,7 @@ IndexEntry* Index::Shard::Find(const BlockKey& key) {
 
 IndexEntry* Index::Shard::Insert(const BlockKey& key) {
   if ((size_ + 1) * 100 > slots_.size() * 85) Grow();
-  for (size_t i = key.lo & mask_;; i = (i + 1) & mask_) {
+  for (size_t i = Home(key.lo);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key.empty()) {
       e = IndexEntry{};
@@ -44,10 +44,10 @@ void Index::Shard::Erase(IndexEntry* entry) {
   size_t hole = static_cast<size_t>(entry - slots_.data());
   // Backward-shift: pull later members of the probe run into the hole so that lookups
   // never need tombstones.
-  for (size_t i = (hole + 1) & mask_;; i = (i + 1) & mask_) {
+  for (size_t i = Next(hole);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key.empty()) break;
-    size_t home = e.key.lo & mask_;
+    size_t home = Home(e.key.lo);
     // Move e if its home is not in (hole, i] (cyclically).
     bool in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
     if (!in_range) {
@@ -63,10 +63,9 @@ void Index::Shard::Grow() {
   std::vector<IndexEntry> old;
   old.swap(slots_);
   slots_.resize(old.size() * 2);
-  mask_ = slots_.size() - 1;
   for (const IndexEntry& e : old) {
     if (e.key.empty()) continue;
-    for (size_t i = e.key.lo & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = Home(e.key.lo);; i = Next(i)) {
       if (slots_[i].key.empty()) {
         slots_[i] = e;
         break;

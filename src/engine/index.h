@@ -2,7 +2,8 @@
 //
 // Sharded by the key's high bits; each shard is an open-addressing table (linear probing,
 // backward-shift deletion, no tombstones) under its own mutex. Keys are hashes already, so
-// the low 64 bits index the table directly.
+// the low 64 bits pick the home slot directly (multiply-shift, so a table can have any size
+// and start near its target load instead of at a power of two).
 //
 // Thread safety: callers lock Shard::mu and use the shard's methods under it. Entry
 // pointers stay valid only until the next Insert or Erase on the same shard.
@@ -65,7 +66,10 @@ class Index {
     friend class Index;
     void Grow();
     std::vector<IndexEntry> slots_;
-    size_t mask_ = 0;
+    size_t Home(uint64_t lo) const {
+      return static_cast<size_t>((static_cast<unsigned __int128>(lo) * slots_.size()) >> 64);
+    }
+    size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
     size_t size_ = 0;
   };
 
