@@ -66,15 +66,20 @@ class Index {
     friend class Index;
     void Grow();
     std::vector<IndexEntry> slots_;
+    // Fibonacci mix, then multiply-shift onto [0, size): keys are hashes, but a caller's
+    // sequential keys must not pile onto one slot either.
     size_t Home(uint64_t lo) const {
-      return static_cast<size_t>((static_cast<unsigned __int128>(lo) * slots_.size()) >> 64);
+      uint64_t h = lo * 0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>((static_cast<unsigned __int128>(h) * slots_.size()) >> 64);
     }
     size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
     size_t size_ = 0;
   };
 
   Index(uint64_t capacity, unsigned shards);
-  Shard& ShardFor(const BlockKey& key) { return *shards_[(key.hi >> 40) & shard_mask_]; }
+  Shard& ShardFor(const BlockKey& key) {
+    return *shards_[((key.hi * 0xC2B2AE3D27D4EB4Full) >> 40) & shard_mask_];
+  }
   unsigned shard_count() const { return static_cast<unsigned>(shards_.size()); }
   Shard& shard(unsigned i) { return *shards_[i]; }
   // Totals over all shards (locks each in turn).
