@@ -28,7 +28,8 @@ struct Lat {
   double Q(double q) {
     if (ns.empty()) return 0;
     std::sort(ns.begin(), ns.end());
-    return static_cast<double>(ns[std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()))]) / 1e3;
+    return static_cast<double>(ns[std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()))]) /
+           1e3;
   }
 };
 
@@ -45,7 +46,8 @@ std::vector<Row> g_rows;
 void Add(Row r) {
   std::printf("%-34s %8llu %9.2f %9.2f %9.2f %8.2f", r.name.c_str(), (unsigned long long)r.ops,
               r.p50, r.p99, r.p999, r.gbps);
-  if (r.ref_gbps > 0) std::printf("   %5.2fx %s (%.2f GB/s)", r.gbps / r.ref_gbps, r.ref.c_str(), r.ref_gbps);
+  if (r.ref_gbps > 0)
+    std::printf("   %5.2fx %s (%.2f GB/s)", r.gbps / r.ref_gbps, r.ref.c_str(), r.ref_gbps);
   std::printf("\n");
   std::fflush(stdout);
   g_rows.push_back(std::move(r));
@@ -132,7 +134,8 @@ void BenchDram(size_t size, double memcpy_gbps) {
     get.ns.push_back(NowNanos() - a);
   }
   double get_s = static_cast<double>(NowNanos() - t0) / 1e9;
-  std::string sz = size >= kMiB ? std::to_string(size / kMiB) + " MiB" : std::to_string(size / kKiB) + " KiB";
+  std::string sz =
+      size >= kMiB ? std::to_string(size / kMiB) + " MiB" : std::to_string(size / kKiB) + " KiB";
   Add({"put " + sz + " (DRAM, CRC)", put.Q(0.5), put.Q(0.99), put.Q(0.999),
        static_cast<double>(n * size) / put_s / 1e9, memcpy_gbps, "memcpy", n});
   Add({"get " + sz + " DRAM hit", get.Q(0.5), get.Q(0.99), get.Q(0.999),
@@ -143,9 +146,10 @@ void BenchDram(size_t size, double memcpy_gbps) {
 bool Fio(const std::string& file, uint64_t span, size_t bs, int qd, double secs, double* gbps,
          double* p50, double* p99) {
   std::string out = file + ".fio.json";
-  std::string cmd = "fio --name=kvpool-ref --filename=" + file + " --size=" + std::to_string(span) + " --rw=randread --bs=" +
-                    std::to_string(bs) + " --ioengine=io_uring --direct=1 --iodepth=" +
-                    std::to_string(qd) + " --runtime=" + std::to_string(secs) +
+  std::string cmd = "fio --name=kvpool-ref --filename=" + file + " --size=" + std::to_string(span) +
+                    " --rw=randread --bs=" + std::to_string(bs) +
+                    " --ioengine=io_uring --direct=1 --iodepth=" + std::to_string(qd) +
+                    " --runtime=" + std::to_string(secs) +
                     " --time_based --output-format=json --output=" + out + " >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return false;
   std::ifstream in(out);
@@ -199,9 +203,11 @@ uint64_t BenchFlash(const std::string& file, uint64_t file_bytes, size_t size, b
 
   for (int qd : {1, 32}) {
     double fio_gbps = 0, fio_p50 = 0, fio_p99 = 0;
-    bool have_fio = run_fio && Fio(file, n * size / 4096 * 4096, size, qd, 4, &fio_gbps, &fio_p50, &fio_p99);
+    bool have_fio =
+        run_fio && Fio(file, n * size / 4096 * 4096, size, qd, 4, &fio_gbps, &fio_p50, &fio_p99);
     if (have_fio) {
-      Add({"fio randread " + sz + " QD" + std::to_string(qd), fio_p50, fio_p99, 0, fio_gbps, 0, "", 0});
+      Add({"fio randread " + sz + " QD" + std::to_string(qd), fio_p50, fio_p99, 0, fio_gbps, 0, "",
+           0});
     }
     // Store gets in batches of qd (flash reads of a batch go out in one submit).
     StoreStats before = s->GetStats();
@@ -220,16 +226,24 @@ uint64_t BenchFlash(const std::string& file, uint64_t file_bytes, size_t size, b
     }
     double secs = static_cast<double>(NowNanos() - t0) / 1e9;
     StoreStats after = s->GetStats();
-    Row r{"store get " + sz + " flash hit, batch " + std::to_string(qd), lat.Q(0.5), lat.Q(0.99),
-          lat.Q(0.999), static_cast<double>(bytes) / secs / 1e9, have_fio ? fio_gbps : 0, "fio", done};
+    Row r{"store get " + sz + " flash hit, batch " + std::to_string(qd),
+          lat.Q(0.5),
+          lat.Q(0.99),
+          lat.Q(0.999),
+          static_cast<double>(bytes) / secs / 1e9,
+          have_fio ? fio_gbps : 0,
+          "fio",
+          done};
     Add(r);
     std::printf("  (%llu of %llu gets served by flash; latency is per batch of %d)\n",
-                (unsigned long long)(after.flash.hits - before.flash.hits), (unsigned long long)done, qd);
+                (unsigned long long)(after.flash.hits - before.flash.hits),
+                (unsigned long long)done, qd);
   }
   return n * size;
 }
 
-void BenchDevice(const std::string& file, uint64_t bytes, uint64_t span, size_t size, bool run_fio) {
+void BenchDevice(const std::string& file, uint64_t bytes, uint64_t span, size_t size,
+                 bool run_fio) {
   auto dev = io::UringDevice::Open({file, bytes, 64});
   if (!dev.ok()) return;
   void* buf = std::aligned_alloc(4096, size * 32);
@@ -240,8 +254,11 @@ void BenchDevice(const std::string& file, uint64_t bytes, uint64_t span, size_t 
     uint64_t t0 = NowNanos(), done = 0;
     while (NowNanos() - t0 < 3'000'000'000ull) {
       for (size_t i = 0; i < reqs.size(); ++i) {
-        reqs[i] = {io::IoRequest::Op::kRead, (rng() % (span / size)) * size,
-                   static_cast<char*>(buf) + (i % 32) * size, static_cast<uint32_t>(size), {}};
+        reqs[i] = {io::IoRequest::Op::kRead,
+                   (rng() % (span / size)) * size,
+                   static_cast<char*>(buf) + (i % 32) * size,
+                   static_cast<uint32_t>(size),
+                   {}};
       }
       uint64_t a = NowNanos();
       (*dev)->Submit(reqs);
@@ -252,8 +269,13 @@ void BenchDevice(const std::string& file, uint64_t bytes, uint64_t span, size_t 
     double fio_gbps = 0, p50, p99;
     if (run_fio) Fio(file, span / size * size, size, qd, 3, &fio_gbps, &p50, &p99);
     Row r{"device randread " + std::to_string(size / kKiB) + " KiB QD" + std::to_string(qd),
-          qd == 1 ? lat.Q(0.5) : 0, qd == 1 ? lat.Q(0.99) : 0, qd == 1 ? lat.Q(0.999) : 0,
-          static_cast<double>(done * size) / secs / 1e9, fio_gbps, "fio", done};
+          qd == 1 ? lat.Q(0.5) : 0,
+          qd == 1 ? lat.Q(0.99) : 0,
+          qd == 1 ? lat.Q(0.999) : 0,
+          static_cast<double>(done * size) / secs / 1e9,
+          fio_gbps,
+          "fio",
+          done};
     Add(r);
   }
   std::free(buf);
@@ -264,9 +286,9 @@ void WriteJson(const std::string& path) {
   o << "{\"rows\":[";
   for (size_t i = 0; i < g_rows.size(); ++i) {
     const Row& r = g_rows[i];
-    o << (i ? "," : "") << "{\"name\":\"" << r.name << "\",\"ops\":" << r.ops << ",\"p50_us\":" << r.p50
-      << ",\"p99_us\":" << r.p99 << ",\"p999_us\":" << r.p999 << ",\"gbps\":" << r.gbps
-      << ",\"ref\":\"" << r.ref << "\",\"ref_gbps\":" << r.ref_gbps
+    o << (i ? "," : "") << "{\"name\":\"" << r.name << "\",\"ops\":" << r.ops
+      << ",\"p50_us\":" << r.p50 << ",\"p99_us\":" << r.p99 << ",\"p999_us\":" << r.p999
+      << ",\"gbps\":" << r.gbps << ",\"ref\":\"" << r.ref << "\",\"ref_gbps\":" << r.ref_gbps
       << ",\"ratio\":" << (r.ref_gbps > 0 ? r.gbps / r.ref_gbps : 0) << "}";
   }
   o << "]}\n";
@@ -282,11 +304,16 @@ int main(int argc, char** argv) {
   std::string only;  // index, dram or flash: run one section
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--no-fio") fio = false;
-    else if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (a == "--flash-file" && i + 1 < argc) file = argv[++i];
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--no-fio")
+      fio = false;
+    else if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
+    else if (a == "--flash-file" && i + 1 < argc)
+      file = argv[++i];
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
     else {
       std::printf(
           "usage: kvpool_bench [--quick] [--no-fio] [--only index|dram|flash] [--json PATH]\n"
@@ -305,8 +332,8 @@ int main(int argc, char** argv) {
     std::string dir = file.substr(0, file.rfind('/'));
     std::system(("mkdir -p " + dir).c_str());
   }
-  std::printf("%-34s %8s %9s %9s %9s %8s   %s\n", "benchmark", "ops", "p50 us", "p99 us", "p99.9 us",
-              "GB/s", "vs limit");
+  std::printf("%-34s %8s %9s %9s %9s %8s   %s\n", "benchmark", "ops", "p50 us", "p99 us",
+              "p99.9 us", "GB/s", "vs limit");
   auto want = [&](const char* s) { return only.empty() || only == s; };
   if (want("index")) BenchIndex(quick ? 1000000 : 10000000);
   std::vector<size_t> sizes = {16 * kKiB, 64 * kKiB, 256 * kKiB, 1 * kMiB, 2 * kMiB};

@@ -15,10 +15,10 @@
 namespace kvpool::testing {
 
 struct FaultPlan {
-  double read_eio = 0;      // probability a read fails with EIO
-  double read_short = 0;    // probability a read loses its last page (reported as success)
-  double read_flip = 0;     // probability a read succeeds with one bit flipped
-  double write_eio = 0;     // probability a write fails
+  double read_eio = 0;       // probability a read fails with EIO
+  double read_short = 0;     // probability a read loses its last page (reported as success)
+  double read_flip = 0;      // probability a read succeeds with one bit flipped
+  double write_eio = 0;      // probability a write fails
   bool device_full = false;  // every write fails with ENOSPC
 };
 
@@ -38,9 +38,9 @@ class FaultyDevice final : public io::Device {
  private:
   std::unique_ptr<io::Device> inner_;
   mutable std::mutex mu_;
-  FaultPlan plan_;     // GUARDED_BY(mu_)
+  FaultPlan plan_;       // GUARDED_BY(mu_)
   std::mt19937_64 rng_;  // GUARDED_BY(mu_)
-  Injected injected_;  // GUARDED_BY(mu_)
+  Injected injected_;    // GUARDED_BY(mu_)
 };
 
 }  // namespace kvpool::testing

@@ -1,8 +1,9 @@
 // kvpool replay on the real trace (a prefix of it), and the trace parser.
+#include "replay.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "replay.h"
 #include "trace.h"
 
 namespace kvpool::tools {
@@ -20,9 +21,9 @@ TEST(Trace, ParsesMooncakeLines) {
 }
 
 TEST(Trace, RejectsMalformedLinesWithReasons) {
-  for (const char* bad : {"", "{", "[1]", R"({"hash_ids": [1,}")", R"({"hash_ids": [-1]})",
-                          R"({"timestamp": 1})", R"({"hash_ids": [1]} x)", R"({"a\"": 1})",
-                          R"({"hash_ids": "x"})"}) {
+  for (const char* bad :
+       {"", "{", "[1]", R"({"hash_ids": [1,}")", R"({"hash_ids": [-1]})", R"({"timestamp": 1})",
+        R"({"hash_ids": [1]} x)", R"({"a\"": 1})", R"({"hash_ids": "x"})"}) {
     auto r = ParseTraceLine(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) EXPECT_FALSE(r.status().message().empty());

@@ -27,11 +27,15 @@ TEST(UringDevice, ReadsBackWhatItWrote) {
   EXPECT_EQ((*dev)->size(), 8 * kMiB);
   void* w = std::aligned_alloc(4096, 64 * 4096);
   void* r = std::aligned_alloc(4096, 64 * 4096);
-  for (int i = 0; i < 64 * 4096; ++i) static_cast<unsigned char*>(w)[i] = static_cast<unsigned char>(i * 7);
+  for (int i = 0; i < 64 * 4096; ++i)
+    static_cast<unsigned char*>(w)[i] = static_cast<unsigned char>(i * 7);
   std::vector<io::IoRequest> reqs;
   for (int i = 0; i < 64; ++i) {
-    reqs.push_back({io::IoRequest::Op::kWrite, uint64_t(i) * 16 * 4096,
-                    static_cast<char*>(w) + i * 4096, 4096, {}});
+    reqs.push_back({io::IoRequest::Op::kWrite,
+                    uint64_t(i) * 16 * 4096,
+                    static_cast<char*>(w) + i * 4096,
+                    4096,
+                    {}});
   }
   (*dev)->Submit(reqs);
   for (auto& q : reqs) ASSERT_TRUE(q.status.ok()) << q.status.ToString();
@@ -70,7 +74,8 @@ TEST(UringStore, BlocksSurviveTheTripThroughFlash) {
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto& s = *opened;
   constexpr int kN = 800;  // 800 x 64 KiB = 50 MiB: most on flash
-  for (int i = 0; i < kN; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536 - 100)).ok());
+  for (int i = 0; i < kN; ++i)
+    ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536 - 100)).ok());
   s->Quiesce();
   std::vector<std::byte> out(65536);
   int hits = 0;

@@ -44,9 +44,12 @@ bool ParseSize(const char* s, uint64_t* out) {
   char* end;
   double v = std::strtod(s, &end);
   if (end == s || v < 0) return false;
-  if (*end == 'K' || *end == 'k') v *= 1024, ++end;
-  else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024, ++end;
+  if (*end == 'K' || *end == 'k')
+    v *= 1024, ++end;
+  else if (*end == 'M' || *end == 'm')
+    v *= 1024 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g')
+    v *= 1024.0 * 1024 * 1024, ++end;
   if (*end == 'i') ++end;
   if (*end == 'B') ++end;
   if (*end) return false;
@@ -98,9 +101,12 @@ int Replay(int argc, char** argv) {
     } else if (a == "--flash") {
       flash = v;
     } else if (a == "--admission") {
-      if (std::string(v) == "probation") o.admission = kvpool::Admission::kProbation;
-      else if (std::string(v) == "all") o.admission = kvpool::Admission::kAll;
-      else return Fail("--admission: probation or all");
+      if (std::string(v) == "probation")
+        o.admission = kvpool::Admission::kProbation;
+      else if (std::string(v) == "all")
+        o.admission = kvpool::Admission::kAll;
+      else
+        return Fail("--admission: probation or all");
     } else if (a == "--probation") {
       if (!ParseFraction(v, &o.probation_fraction) || o.probation_fraction > 0.9)
         return Fail("--probation: a fraction in (0, 0.9]");
@@ -113,9 +119,8 @@ int Replay(int argc, char** argv) {
     }
   }
   if (flash != "none") {
-    std::string dir = flash.substr(0, flash.find_last_of('/') == std::string::npos
-                                          ? 0
-                                          : flash.find_last_of('/'));
+    std::string dir =
+        flash.substr(0, flash.find_last_of('/') == std::string::npos ? 0 : flash.find_last_of('/'));
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
     o.flash_path = flash;
   }
@@ -125,9 +130,9 @@ int Replay(int argc, char** argv) {
     if (quiet) return;
     int width = 40, filled = static_cast<int>(width * done / total);
     std::fprintf(stderr, "\r[%.*s%*s] %3zu%% %zu/%zu requests, hit ratio %.3f, %.1f s", filled,
-                 "########################################", width - filled, "",
-                 done * 100 / total, done, total,
-                 r.blocks_done ? double(r.prefix_hits) / double(r.blocks_done) : 0.0, r.seconds);
+                 "########################################", width - filled, "", done * 100 / total,
+                 done, total, r.blocks_done ? double(r.prefix_hits) / double(r.blocks_done) : 0.0,
+                 r.seconds);
     if (done == total) std::fputc('\n', stderr);
   };
   auto res = kvpool::tools::RunReplay(*loaded, o, progress);

@@ -92,7 +92,8 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   bool flash = !o.flash_path.empty();
   uint64_t dram = flash ? static_cast<uint64_t>(o.dram_share * static_cast<double>(total)) : total;
   so.dram_bytes = std::max<uint64_t>(4 * kMiB, (dram + 4095) / 4096 * 4096);
-  so.max_value_bytes = std::min<uint64_t>(so.dram_bytes / 2, std::max<uint64_t>(o.block_bytes, 4096));
+  so.max_value_bytes =
+      std::min<uint64_t>(so.dram_bytes / 2, std::max<uint64_t>(o.block_bytes, 4096));
   if (flash) {
     uint64_t fb = total - std::min(total, dram);
     so.region_bytes = std::clamp<uint64_t>(fb / 64 / 4096 * 4096, 256 * kKiB, 16 * kMiB);
@@ -177,9 +178,10 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
     << " block references, " << r.distinct_blocks << " distinct blocks\n";
   s << "capacity " << r.capacity_blocks << " blocks (" << o.capacity_fraction * 100
     << "% of distinct) of " << o.block_bytes / 1024 << " KiB; "
-    << (o.flash_path.empty() ? "DRAM only" : "DRAM " + std::to_string(r.stats.dram.capacity_bytes >> 20) +
-                                                  " MiB + flash " +
-                                                  std::to_string(r.stats.flash.capacity_bytes >> 20) + " MiB")
+    << (o.flash_path.empty()
+            ? "DRAM only"
+            : "DRAM " + std::to_string(r.stats.dram.capacity_bytes >> 20) + " MiB + flash " +
+                  std::to_string(r.stats.flash.capacity_bytes >> 20) + " MiB")
     << "; " << r.seconds << " s\n\n";
   std::snprintf(line, sizeof line, "%-34s %14s %14s\n", "", "kvpool", "plain LRU");
   s << line;
@@ -200,7 +202,8 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes put (MiB)", r.bytes_put / 1048576.0);
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes read by gets (MiB)", r.bytes_got / 1048576.0);
+  std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes read by gets (MiB)",
+                r.bytes_got / 1048576.0);
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "flash written (MiB)",
                 r.stats.flash.bytes_written / 1048576.0);

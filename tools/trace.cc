@@ -75,9 +75,12 @@ Result<TraceRequest> ParseTraceLine(std::string_view line) {
     }
     uint64_t v;
     if (!c.Number(&v)) return bad("expected a non-negative integer value");
-    if (key == "timestamp") r.timestamp_ms = v;
-    else if (key == "input_length") r.input_length = v;
-    else if (key == "output_length") r.output_length = v;
+    if (key == "timestamp")
+      r.timestamp_ms = v;
+    else if (key == "input_length")
+      r.input_length = v;
+    else if (key == "output_length")
+      r.output_length = v;
   }
   c.Ws();
   if (c.i != line.size()) return bad("trailing characters after the object");

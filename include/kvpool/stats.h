@@ -14,10 +14,10 @@ struct LatencySummary {
 
 struct TierStats {
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;      // bytes held (DRAM: allocated pages; flash: live log span)
-  uint64_t blocks = 0;          // blocks with a copy in this tier
-  uint64_t hits = 0;            // gets served from this tier
-  uint64_t evictions = 0;       // DRAM: blocks dropped or demoted; flash: regions evicted
+  uint64_t used_bytes = 0;  // bytes held (DRAM: allocated pages; flash: live log span)
+  uint64_t blocks = 0;      // blocks with a copy in this tier
+  uint64_t hits = 0;        // gets served from this tier
+  uint64_t evictions = 0;   // DRAM: blocks dropped or demoted; flash: regions evicted
   uint64_t bytes_written = 0;
   uint64_t bytes_read = 0;
 };
@@ -31,11 +31,11 @@ struct StoreStats {
   uint64_t promotions = 0;       // flash hits copied back into DRAM
   uint64_t admission_drops = 0;  // one-hit blocks dropped from probation, never written
   uint64_t prefetch_requests = 0, prefetched = 0;
-  uint64_t crc_failures = 0;     // flash reads whose CRC did not match (answered as misses)
-  uint64_t io_errors = 0;        // failed or short flash reads/writes (answered as misses)
-  uint64_t stale_races = 0;      // flash reads that lost a race with region eviction
+  uint64_t crc_failures = 0;  // flash reads whose CRC did not match (answered as misses)
+  uint64_t io_errors = 0;     // failed or short flash reads/writes (answered as misses)
+  uint64_t stale_races = 0;   // flash reads that lost a race with region eviction
   uint64_t index_entries = 0;
-  uint64_t index_bytes = 0;      // DRAM held by the index tables
+  uint64_t index_bytes = 0;  // DRAM held by the index tables
   LatencySummary put_latency, get_dram_latency, get_flash_latency;
 
   // Multi-line human-readable form.

@@ -45,9 +45,7 @@ class [[nodiscard]] Status {
     return Status(Code::kInvalidArgument, msg);
   }
   static Status TooLarge(std::string_view msg) { return Status(Code::kTooLarge, msg); }
-  static Status BufferTooSmall(std::string_view msg) {
-    return Status(Code::kBufferTooSmall, msg);
-  }
+  static Status BufferTooSmall(std::string_view msg) { return Status(Code::kBufferTooSmall, msg); }
   static Status NoSpace(std::string_view msg) { return Status(Code::kNoSpace, msg); }
   static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
   static Status Timeout(std::string_view msg) { return Status(Code::kTimeout, msg); }
@@ -83,7 +81,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {

@@ -4,20 +4,34 @@ namespace kvpool {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kExists: return "Exists";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kTooLarge: return "TooLarge";
-    case Code::kBufferTooSmall: return "BufferTooSmall";
-    case Code::kNoSpace: return "NoSpace";
-    case Code::kBusy: return "Busy";
-    case Code::kTimeout: return "Timeout";
-    case Code::kIoError: return "IoError";
-    case Code::kCorruption: return "Corruption";
-    case Code::kRefused: return "Refused";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kExists:
+      return "Exists";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kTooLarge:
+      return "TooLarge";
+    case Code::kBufferTooSmall:
+      return "BufferTooSmall";
+    case Code::kNoSpace:
+      return "NoSpace";
+    case Code::kBusy:
+      return "Busy";
+    case Code::kTimeout:
+      return "Timeout";
+    case Code::kIoError:
+      return "IoError";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kRefused:
+      return "Refused";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -11,10 +11,9 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) 
   uint64_t pages = options.dram_bytes / 4096;
   if (pages == 0 || pages >= (1ull << 31)) return Status::InvalidArgument("bad dram_bytes");
   // One record per page is the most blocks the arena can hold.
-  auto tier = std::unique_ptr<DramTier>(
-      new DramTier(std::move(arena).value(), static_cast<uint32_t>(pages),
-                   static_cast<uint32_t>(pages), options.probation_fraction,
-                   options.admission == Admission::kProbation));
+  auto tier = std::unique_ptr<DramTier>(new DramTier(
+      std::move(arena).value(), static_cast<uint32_t>(pages), static_cast<uint32_t>(pages),
+      options.probation_fraction, options.admission == Admission::kProbation));
   return tier;
 }
 
@@ -100,8 +99,14 @@ void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
 
 void DramTier::RemoveLocked(List& l, uint32_t id) {
   Record& r = records_[id];
-  if (r.prev != kNoRecord) records_[r.prev].next = r.next; else l.head = r.next;
-  if (r.next != kNoRecord) records_[r.next].prev = r.prev; else l.tail = r.prev;
+  if (r.prev != kNoRecord)
+    records_[r.prev].next = r.next;
+  else
+    l.head = r.next;
+  if (r.next != kNoRecord)
+    records_[r.next].prev = r.prev;
+  else
+    l.tail = r.prev;
   r.prev = r.next = kNoRecord;
   r.queue = kNone;
   l.pages -= r.pages;
@@ -134,7 +139,10 @@ void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
   r.queue = q;
   r.prev = parent;
   r.next = p.next;
-  if (p.next != kNoRecord) records_[p.next].prev = id; else l.tail = id;
+  if (p.next != kNoRecord)
+    records_[p.next].prev = id;
+  else
+    l.tail = id;
   p.next = id;
   l.pages += r.pages;
   ++l.count;
@@ -143,8 +151,10 @@ void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
 void DramTier::Unlink(uint32_t id) {
   std::lock_guard<std::mutex> lock(policy_mu_);
   Record& r = records_[id];
-  if (r.queue == kSmall) RemoveLocked(small_, id);
-  else if (r.queue == kMain) RemoveLocked(main_, id);
+  if (r.queue == kSmall)
+    RemoveLocked(small_, id);
+  else if (r.queue == kMain)
+    RemoveLocked(main_, id);
 }
 
 size_t DramTier::PickVictims(size_t max, Victim* out) {

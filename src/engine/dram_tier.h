@@ -39,13 +39,13 @@ struct Record {
   BlockKey key;
   BlockKey parent;
   uint32_t page = 0, pages = 0, size = 0;
-  uint32_t gen = 0;  // bumped at every Allocate: tells a reused record from its past
-  uint32_t flash_gen = 0;          // generation of the flash copy, if the entry has one
+  uint32_t gen = 0;        // bumped at every Allocate: tells a reused record from its past
+  uint32_t flash_gen = 0;  // generation of the flash copy, if the entry has one
   uint32_t prev = kNoRecord, next = kNoRecord;  // GUARDED_BY(policy mutex)
   uint8_t queue = 0;                            // GUARDED_BY(policy mutex)
   uint32_t link_seq = 0;                        // GUARDED_BY(policy mutex): when linked
   std::atomic<uint8_t> freq{0};
-  std::atomic<bool> used{false};  // hit at least once since it entered DRAM
+  std::atomic<bool> used{false};   // hit at least once since it entered DRAM
   std::atomic<uint32_t> state{0};  // pins, plus kDoomed
 };
 
@@ -128,7 +128,7 @@ class DramTier {
   const bool probation_;
   const uint64_t probation_pages_;
   std::mutex policy_mu_;
-  List small_, main_;  // GUARDED_BY(policy_mu_)
+  List small_, main_;          // GUARDED_BY(policy_mu_)
   uint32_t link_counter_ = 0;  // GUARDED_BY(policy_mu_)
 
   // Ghost slots: fingerprint (high 32 bits) | insertion epoch (low 32 bits).

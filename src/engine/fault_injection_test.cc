@@ -121,7 +121,8 @@ TEST(FaultInjection, FullDeviceDropsDemotionsButPutsSucceed) {
 TEST(FaultInjection, WriteErrorsLoseOnlyThoseBlocks) {
   Rig rig = MakeRig(11);
   rig.dev->SetPlan({.write_eio = 0.5});
-  for (int i = 0; i < 300; ++i) ASSERT_TRUE(rig.store->Put(TestKey(i), TestValue(TestKey(i), 0, 32768)).ok());
+  for (int i = 0; i < 300; ++i)
+    ASSERT_TRUE(rig.store->Put(TestKey(i), TestValue(TestKey(i), 0, 32768)).ok());
   std::vector<std::byte> out(32768);
   int hits = 0;
   for (int i = 0; i < 300; ++i) {

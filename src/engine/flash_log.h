@@ -52,9 +52,9 @@ class FlashLog {
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
   std::unique_ptr<uint32_t[]> region_blocks_;  // GUARDED_BY(mu_)
   mutable std::mutex mu_;
-  uint64_t head_ = 0;         // GUARDED_BY(mu_): next free page
-  uint32_t head_region_ = 0;  // GUARDED_BY(mu_): region the head is in (entered)
-  bool started_ = false;      // GUARDED_BY(mu_)
+  uint64_t head_ = 0;          // GUARDED_BY(mu_): next free page
+  uint32_t head_region_ = 0;   // GUARDED_BY(mu_): region the head is in (entered)
+  bool started_ = false;       // GUARDED_BY(mu_)
   uint32_t live_regions_ = 0;  // GUARDED_BY(mu_)
   std::atomic<uint64_t> blocks_{0}, evicted_{0};
 };

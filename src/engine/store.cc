@@ -1,11 +1,12 @@
 // Store::Open (the public factory), Reservation, StoreOptions::Validate, stats printing.
+#include "kvpool/store.h"
+
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "engine/tiered_store.h"
 #include "io/uring_device.h"
-#include "kvpool/store.h"
 
 namespace kvpool {
 
@@ -42,8 +43,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (!s.ok()) return s;
   std::unique_ptr<io::Device> device;
   if (!options.flash_path.empty()) {
-    auto dev = io::UringDevice::Open({options.flash_path, options.flash_bytes,
-                                      options.io_queue_depth});
+    auto dev =
+        io::UringDevice::Open({options.flash_path, options.flash_bytes, options.io_queue_depth});
     if (!dev.ok()) return dev.status();
     device = std::move(dev).value();
   }

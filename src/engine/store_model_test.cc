@@ -19,7 +19,9 @@ using kvpool::testing::SmallOptions;
 using kvpool::testing::TestKey;
 using kvpool::testing::TestValue;
 
-size_t SizeOf(uint64_t key, uint32_t version) { return 512 + (key * 7919 + version * 104729) % 40000; }
+size_t SizeOf(uint64_t key, uint32_t version) {
+  return 512 + (key * 7919 + version * 104729) % 40000;
+}
 
 struct ModelCase {
   uint64_t dram, flash;
@@ -46,7 +48,9 @@ TEST_P(StoreModelTest, SingleThreadAgainstMap) {
     BlockKey k = TestKey(id);
     auto it = model.find(id);
     switch (rng() % 10) {
-      case 0: case 1: case 2: {  // put (insert-only, or overwrite with a new version)
+      case 0:
+      case 1:
+      case 2: {  // put (insert-only, or overwrite with a new version)
         bool overwrite = rng() % 4 == 0;
         uint32_t ver = it == model.end() ? 0 : it->second + (overwrite ? 1 : 0);
         PutOptions po;
@@ -101,13 +105,13 @@ TEST_P(StoreModelTest, SingleThreadAgainstMap) {
   if (!mc.exact) EXPECT_GT(st.dram.evictions, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Configs, StoreModelTest,
-    ::testing::Values(ModelCase{16 * kMiB, 0, Admission::kProbation, true},
-                      ModelCase{8 * kMiB, 0, Admission::kProbation, false},
-                      ModelCase{4 * kMiB, 16 * kMiB, Admission::kAll, false},
-                      ModelCase{4 * kMiB, 16 * kMiB, Admission::kProbation, false},
-                      ModelCase{4 * kMiB, 64 * kMiB, Admission::kAll, false}));
+INSTANTIATE_TEST_SUITE_P(Configs, StoreModelTest,
+                         ::testing::Values(ModelCase{16 * kMiB, 0, Admission::kProbation, true},
+                                           ModelCase{8 * kMiB, 0, Admission::kProbation, false},
+                                           ModelCase{4 * kMiB, 16 * kMiB, Admission::kAll, false},
+                                           ModelCase{4 * kMiB, 16 * kMiB, Admission::kProbation,
+                                                     false},
+                                           ModelCase{4 * kMiB, 64 * kMiB, Admission::kAll, false}));
 
 // Threads share one key space. Values are a function of (key, version); versions only
 // grow, so a reader may see any version it or another thread wrote, or a miss, but never

@@ -188,8 +188,11 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     writes[i].placed = flash_->Append(r.pages, &writes[i].ext, &ev);
     evicted_regions += ev;
     if (!writes[i].placed) continue;
-    reqs[nr++] = {io::IoRequest::Op::kWrite, uint64_t{writes[i].ext.page} * 4096,
-                  dram_->Data(writes[i].id), r.pages * 4096, {}};
+    reqs[nr++] = {io::IoRequest::Op::kWrite,
+                  uint64_t{writes[i].ext.page} * 4096,
+                  dram_->Data(writes[i].id),
+                  r.pages * 4096,
+                  {}};
   }
   device_->Submit(std::span<io::IoRequest>(reqs, nr));
   size_t ri = 0;
@@ -227,9 +230,9 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     ++freed;
   }
   if (evicted_regions > 0) {
-    SweepStale(static_cast<size_t>(evicted_regions) *
-               (index_.Bytes() / sizeof(IndexEntry) / std::max<uint32_t>(1, flash_->region_count()) +
-                64));
+    SweepStale(
+        static_cast<size_t>(evicted_regions) *
+        (index_.Bytes() / sizeof(IndexEntry) / std::max<uint32_t>(1, flash_->region_count()) + 64));
   }
   return freed;
 }
@@ -240,9 +243,8 @@ void TieredStore::SweepStale(size_t slots) {
     Index::Shard& shard = index_.shard(sweep_shard_);
     std::lock_guard<std::mutex> lock(shard.mu);
     size_t n = std::min(slots, shard.capacity() - std::min(shard.capacity(), sweep_slot_));
-    shard.EraseIf(sweep_slot_, n, [this](const IndexEntry& e) {
-      return !e.in_dram() && !FlashValidLocked(e);
-    });
+    shard.EraseIf(sweep_slot_, n,
+                  [this](const IndexEntry& e) { return !e.in_dram() && !FlashValidLocked(e); });
     slots -= std::min(slots, n);
     sweep_slot_ += n;
     if (sweep_slot_ >= shard.capacity()) {
@@ -254,7 +256,7 @@ void TieredStore::SweepStale(size_t slots) {
 }
 
 Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& options,
-                             uint32_t crc) {
+                            uint32_t crc) {
   Record& r = dram_->rec(id);
   r.key = key;
   r.parent = options.parent;
@@ -366,8 +368,8 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
     }
     if (!fr.buf) continue;  // prefetch with no room: skipped
     req_of[i] = reqs.size();
-    reqs.push_back({io::IoRequest::Op::kRead, uint64_t{fr.page} * 4096, fr.buf,
-                    Pages(fr.size) * 4096, {}});
+    reqs.push_back(
+        {io::IoRequest::Op::kRead, uint64_t{fr.page} * 4096, fr.buf, Pages(fr.size) * 4096, {}});
   }
   device_->Submit(std::span<io::IoRequest>(reqs));
   for (size_t i = 0; i < reads.size(); ++i) {

@@ -39,8 +39,7 @@ class TieredStore final : public Store {
 
   Status Put(const BlockKey& key, std::span<const std::byte> value,
              const PutOptions& options) override;
-  Result<Reservation> Reserve(const BlockKey& key, size_t size,
-                              const PutOptions& options) override;
+  Result<Reservation> Reserve(const BlockKey& key, size_t size, const PutOptions& options) override;
   Status Commit(Reservation reservation) override;
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
   bool Exists(const BlockKey& key) override;
@@ -61,11 +60,10 @@ class TieredStore final : public Store {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0},
-        erases{0}, dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0},
-        promotions{0}, admission_drops{0}, prefetch_requests{0}, prefetched{0},
-        crc_failures{0}, io_errors{0}, stale_races{0}, flash_bytes_read{0},
-        flash_bytes_written{0};
+    std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
+        dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
+        admission_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0}, io_errors{0},
+        stale_races{0}, flash_bytes_read{0}, flash_bytes_written{0};
   };
   struct FlashRead;
 
@@ -110,7 +108,7 @@ class TieredStore final : public Store {
 
   std::mutex mover_mu_;
   std::condition_variable mover_cv_, idle_cv_;
-  std::deque<BlockKey> prefetch_queue_;  // GUARDED_BY(mover_mu_)
+  std::deque<BlockKey> prefetch_queue_;              // GUARDED_BY(mover_mu_)
   uint64_t requested_passes_ = 0, done_passes_ = 0;  // GUARDED_BY(mover_mu_)
   bool stop_ = false;                                // GUARDED_BY(mover_mu_)
   std::atomic<bool> mover_wanted_{false};

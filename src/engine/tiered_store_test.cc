@@ -83,7 +83,10 @@ TEST(TieredStore, TwoPhasePutFillsInPlace) {
   EXPECT_EQ(out, v);
   // An abandoned reservation gives its space back.
   uint64_t before = s->GetStats().dram.used_bytes;
-  { auto r = s->Reserve(TestKey(6), 1 * kMiB); ASSERT_TRUE(r.ok()); }
+  {
+    auto r = s->Reserve(TestKey(6), 1 * kMiB);
+    ASSERT_TRUE(r.ok());
+  }
   EXPECT_EQ(s->GetStats().dram.used_bytes, before);
   EXPECT_FALSE(s->Exists(TestKey(6)));
 }
@@ -95,7 +98,8 @@ TEST(TieredStore, DemotesToFlashAndPromotesBack) {
   o.admission = Admission::kAll;
   auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(32 * kMiB));
   constexpr int kN = 900;  // 900 x 64 KiB = 56 MiB > 8 + 32
-  for (int i = 0; i < kN; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
+  for (int i = 0; i < kN; ++i)
+    ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
   StoreStats st = s->GetStats();
   EXPECT_GT(st.demotions, 300u);
   EXPECT_GT(st.flash.evictions, 0u);
@@ -183,7 +187,8 @@ TEST(TieredStore, PrefetchBringsFlashBlocksIntoDram) {
   o.admission = Admission::kAll;
   o.background_mover = true;
   auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(64 * kMiB));
-  for (int i = 0; i < 400; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
+  for (int i = 0; i < 400; ++i)
+    ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 65536)).ok());
   s->Quiesce();
   std::vector<BlockKey> early;
   for (int i = 0; i < 20; ++i) early.push_back(TestKey(i));

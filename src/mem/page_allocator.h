@@ -38,7 +38,7 @@ class PageAllocator {
   const uint32_t pages_;
   int max_order_;
   mutable std::mutex mu_;
-  std::vector<uint8_t> head_order_;   // GUARDED_BY(mu_): order of the free block at a page
+  std::vector<uint8_t> head_order_;    // GUARDED_BY(mu_): order of the free block at a page
   std::vector<uint32_t> next_, prev_;  // GUARDED_BY(mu_): free-list links per head page
   std::vector<uint32_t> lists_;        // GUARDED_BY(mu_): head page of each order's list
   uint32_t free_ = 0;                  // GUARDED_BY(mu_)
