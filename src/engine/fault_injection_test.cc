@@ -90,6 +90,20 @@ TEST(FaultInjection, EverythingAtOnce) {
             o.injected.eio + o.injected.short_reads + o.injected.flips);
 }
 
+// Gets keys [0, n); every hit must carry the right bytes. Returns the number of hits.
+int GoodHits(Store& store, int n) {
+  std::vector<std::byte> out(32768);
+  int hits = 0;
+  for (int i = 0; i < n; ++i) {
+    auto r = store.Get(TestKey(i), out);
+    if (r.ok()) {
+      ++hits;
+      EXPECT_EQ(out, TestValue(TestKey(i), 0, 32768));
+    }
+  }
+  return hits;
+}
+
 TEST(FaultInjection, FullDeviceDropsDemotionsButPutsSucceed) {
   Rig rig = MakeRig(5);
   rig.dev->SetPlan({.device_full = true});
@@ -101,15 +115,7 @@ TEST(FaultInjection, FullDeviceDropsDemotionsButPutsSucceed) {
   StoreStats st = rig.store->GetStats();
   EXPECT_GT(st.io_errors, 100u);
   EXPECT_EQ(st.demotions, 0u);
-  std::vector<std::byte> out(32768);
-  int hits = 0;
-  for (int i = 0; i < 300; ++i) {
-    auto r = rig.store->Get(TestKey(i), out);
-    if (r.ok()) {
-      ++hits;
-      EXPECT_EQ(out, TestValue(TestKey(i), 0, 32768));
-    }
-  }
+  int hits = GoodHits(*rig.store, 300);
   EXPECT_GT(hits, 50);  // what DRAM still holds
   EXPECT_LT(hits, 200);
   // The device recovers: demotions work again.
@@ -123,15 +129,7 @@ TEST(FaultInjection, WriteErrorsLoseOnlyThoseBlocks) {
   rig.dev->SetPlan({.write_eio = 0.5});
   for (int i = 0; i < 300; ++i)
     ASSERT_TRUE(rig.store->Put(TestKey(i), TestValue(TestKey(i), 0, 32768)).ok());
-  std::vector<std::byte> out(32768);
-  int hits = 0;
-  for (int i = 0; i < 300; ++i) {
-    auto r = rig.store->Get(TestKey(i), out);
-    if (r.ok()) {
-      ++hits;
-      EXPECT_EQ(out, TestValue(TestKey(i), 0, 32768));
-    }
-  }
+  int hits = GoodHits(*rig.store, 300);
   StoreStats st = rig.store->GetStats();
   EXPECT_GT(st.io_errors, 50u);
   EXPECT_GT(st.demotions, 50u);
