@@ -265,9 +265,13 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   {
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
-    if (e && !e->in_dram() && !FlashValidLocked(*e)) {  // stale flash entry: a miss
+    // A stale entry (its flash region was evicted, the sweep has not reached it yet) is a
+    // miss, and also a ghost: the block was held recently, so it re-enters the main queue.
+    bool ghost = false;
+    if (e && !e->in_dram() && !FlashValidLocked(*e)) {
       shard.Erase(e);
       e = nullptr;
+      ghost = true;
     }
     if (e && !options.overwrite) {
       if (e->in_dram()) dram_->Touch(e->aux);  // a re-put is a use
@@ -283,7 +287,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     n->set_size(r.size);
     n->set_in_dram(true);
     n->aux = id;
-    dram_->Link(id, dram_->GhostContains(key));
+    dram_->Link(id, ghost || dram_->GhostContains(key));
   }
   if (replaced != kNoRecord) {
     dram_->Doom(replaced);
@@ -403,6 +407,9 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
         Record& r = dram_->rec(fr.rec);
         r.key = fr.key;
         r.flash_gen = fr.gen;
+        // A flash hit is a use: it earns the block a rewrite if its flash copy is old by the
+        // time it leaves DRAM (a prefetch is not a use).
+        if (copy_out) dram_->Touch(fr.rec);
         e->set_in_dram(true);
         e->aux = fr.rec;
         dram_->Link(fr.rec, /*main=*/true);
