@@ -49,7 +49,6 @@ uint32_t DramTier::Allocate(uint32_t size) {
   }
   Record& r = records_[id];
   r.key = {};
-  r.parent = {};
   ++r.gen;
   r.page = page;
   r.pages = npages;
@@ -64,7 +63,7 @@ uint32_t DramTier::Allocate(uint32_t size) {
   return id;
 }
 
-void DramTier::Release(uint32_t id) {
+void DramTier::Free(uint32_t id) {
   Record& r = records_[id];
   pages_.Free(r.page, r.pages);
   live_.fetch_sub(1, std::memory_order_relaxed);
@@ -72,16 +71,14 @@ void DramTier::Release(uint32_t id) {
   free_records_.push_back(id);
 }
 
-void DramTier::Free(uint32_t id) { Release(id); }
-
 void DramTier::Unpin(uint32_t id) {
   uint32_t prev = records_[id].state.fetch_sub(1, std::memory_order_acq_rel);
-  if (prev == (kDoomed | 1)) Release(id);
+  if (prev == (kDoomed | 1)) Free(id);
 }
 
 void DramTier::Doom(uint32_t id) {
   uint32_t prev = records_[id].state.fetch_or(kDoomed, std::memory_order_acq_rel);
-  if (prev == 0) Release(id);
+  if (prev == 0) Free(id);
 }
 
 void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {

@@ -37,7 +37,6 @@ inline constexpr uint32_t kNoRecord = ~0u;
 
 struct Record {
   BlockKey key;
-  BlockKey parent;
   uint32_t page = 0, pages = 0, size = 0;
   uint32_t gen = 0;        // bumped at every Allocate: tells a reused record from its past
   uint32_t flash_gen = 0;  // generation of the flash copy, if the entry has one
@@ -116,7 +115,6 @@ class DramTier {
            double probation_fraction, bool probation);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
-  void Release(uint32_t id);
 
   std::unique_ptr<mem::Arena> arena_;
   mem::PageAllocator pages_;

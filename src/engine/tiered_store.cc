@@ -201,7 +201,6 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     bool ok = false;
     if (w.placed) {
       ok = reqs[ri].status.ok();
-      if (ok) c_.flash_bytes_written.fetch_add(reqs[ri].len, std::memory_order_relaxed);
       ++ri;
     }
     if (w.placed && !ok) c_.io_errors.fetch_add(1, std::memory_order_relaxed);
@@ -259,7 +258,6 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
                             uint32_t crc) {
   Record& r = dram_->rec(id);
   r.key = key;
-  r.parent = options.parent;
   Index::Shard& shard = index_.ShardFor(key);
   uint32_t replaced = kNoRecord;
   {
@@ -382,7 +380,6 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
     const io::IoRequest& rq = reqs[req_of[i]];
     bool io_ok = rq.status.ok();
     bool crc_ok = io_ok && Crc32c(fr.buf, fr.size) == fr.crc;
-    if (io_ok) c_.flash_bytes_read.fetch_add(rq.len, std::memory_order_relaxed);
     bool promoted = false;
     Index::Shard& shard = index_.ShardFor(fr.key);
     {
@@ -643,8 +640,10 @@ StoreStats TieredStore::GetStats() const {
     s.flash.evictions = flash_->regions_evicted();
   }
   s.flash.hits = ld(c_.flash_hits);
-  s.flash.bytes_written = ld(c_.flash_bytes_written);
-  s.flash.bytes_read = ld(c_.flash_bytes_read);
+  if (device_) {
+    s.flash.bytes_written = ld(device_->counters().bytes_written);
+    s.flash.bytes_read = ld(device_->counters().bytes_read);
+  }
   s.puts = ld(c_.puts);
   s.put_exists = ld(c_.put_exists);
   s.put_rejected = ld(c_.put_rejected);
