@@ -3,7 +3,8 @@
 # Quiet and quick when everything is already there.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config liburing-dev libxxhash-dev libisal-dev
-      libgtest-dev libgmock-dev fio clang libclang-rt-14-dev)
+      libgtest-dev libgmock-dev fio clang libclang-rt-14-dev
+      redis-server redis-tools memcached python3-redis)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
