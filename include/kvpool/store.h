@@ -75,6 +75,28 @@ class Reservation {
   uint32_t record_ = 0;
 };
 
+// A held block's bytes, read in place while the view lives (no copy out of the DRAM tier).
+// The block's memory stays valid until the view is destroyed, even if the block is erased
+// or evicted meanwhile. Move-only; hold it briefly (it keeps DRAM from being reused).
+class BlockView {
+ public:
+  BlockView() = default;
+  BlockView(BlockView&& other) noexcept { *this = std::move(other); }
+  BlockView& operator=(BlockView&& other) noexcept;
+  ~BlockView();
+  std::span<const std::byte> data() const { return data_; }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  friend class engine::TieredStore;
+  void Reset();
+  Store* owner_ = nullptr;  // null: owned_ (a copy read from flash) or empty
+  uint32_t record_ = 0;
+  std::unique_ptr<std::byte[]> owned_;
+  std::span<const std::byte> data_;
+  uint32_t crc_ = 0;
+};
+
 class Store {
  public:
   // Opens a store (allocates the arena, opens or creates the flash file).
@@ -90,6 +112,9 @@ class Store {
 
   // Copies the value into `buffer` and returns its size.
   virtual Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) = 0;
+  // A view of the value in place (DRAM hit: no copy; flash hit: read into memory the view
+  // owns). kNotFound on a miss. Counts as a use, like Get.
+  virtual Result<BlockView> Read(const BlockKey& key) = 0;
   virtual bool Exists(const BlockKey& key) = 0;
   virtual Status Erase(const BlockKey& key) = 0;
 
@@ -107,11 +132,16 @@ class Store {
   // and orderly shutdown; the data path never needs it.
   virtual void Quiesce() = 0;
 
+  // Erases every block (all namespaces). Views and reservations stay valid.
+  virtual void Clear() = 0;
+
   virtual StoreStats GetStats() const = 0;
 
  protected:
   friend class Reservation;
+  friend class BlockView;
   virtual void Abort(Reservation& reservation) = 0;
+  virtual void ReleaseView(BlockView& view) = 0;
 };
 
 }  // namespace kvpool

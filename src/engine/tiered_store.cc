@@ -445,6 +445,72 @@ Result<size_t> TieredStore::Get(const BlockKey& key, std::span<std::byte> buffer
   return op.size;
 }
 
+Result<BlockView> TieredStore::Read(const BlockKey& key) {
+  uint64_t t0 = NowNanos();
+  Index::Shard& shard = index_.ShardFor(key);
+  BlockView view;
+  size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (e && e->in_dram()) {
+      uint32_t id = e->aux;
+      dram_->Pin(id);
+      view.owner_ = this;
+      view.record_ = id;
+      view.data_ = std::span<const std::byte>(dram_->Data(id), e->size());
+      view.crc_ = e->crc;
+    } else if (e) {
+      size = e->size();
+    }
+  }
+  if (view.owner_) {
+    c_.gets.fetch_add(1, std::memory_order_relaxed);
+    c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+    dram_->Touch(view.record_);
+    get_dram_hist_.Record(NowNanos() - t0);
+    return view;
+  }
+  if (size == 0) {  // absent (or flash-stale: GetBatch counts and cleans that case)
+    GetOp op;
+    op.key = key;
+    GetBatch(std::span<GetOp>(&op, 1));
+    return op.status.ok() ? Status::NotFound() : op.status;  // a racing put: a miss
+  }
+  // On flash: read into memory the view owns (GetBatch promotes it as well).
+  auto owned = std::make_unique<std::byte[]>(size);
+  GetOp op;
+  op.key = key;
+  op.buffer = std::span<std::byte>(owned.get(), size);
+  GetBatch(std::span<GetOp>(&op, 1));
+  if (!op.status.ok()) {
+    if (op.status.code() == Code::kBufferTooSmall) return Read(key);  // re-put meanwhile
+    return op.status;
+  }
+  view.owned_ = std::move(owned);
+  view.data_ = std::span<const std::byte>(view.owned_.get(), op.size);
+  view.crc_ = op.crc;
+  return view;
+}
+
+void TieredStore::ReleaseView(BlockView& view) { dram_->Unpin(view.record_); }
+
+void TieredStore::Clear() {
+  std::vector<uint32_t> doomed;
+  for (unsigned i = 0; i < index_.shard_count(); ++i) {
+    Index::Shard& shard = index_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.EraseIf(0, shard.capacity(), [&](const IndexEntry& e) {
+      if (e.in_dram()) {
+        dram_->Unlink(e.aux);
+        doomed.push_back(e.aux);
+      }
+      return true;
+    });
+  }
+  for (uint32_t id : doomed) dram_->Doom(id);
+}
+
 void TieredStore::GetBatch(std::span<GetOp> ops) {
   std::vector<FlashRead> flash_reads;
   for (GetOp& op : ops) {

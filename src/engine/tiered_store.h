@@ -42,6 +42,7 @@ class TieredStore final : public Store {
   Result<Reservation> Reserve(const BlockKey& key, size_t size, const PutOptions& options) override;
   Status Commit(Reservation reservation) override;
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
+  Result<BlockView> Read(const BlockKey& key) override;
   bool Exists(const BlockKey& key) override;
   Status Erase(const BlockKey& key) override;
   void PutBatch(std::span<PutOp> ops) override;
@@ -51,12 +52,14 @@ class TieredStore final : public Store {
   size_t MatchPrefix(std::span<const BlockKey> chain) override;
   void Prefetch(std::span<const BlockKey> keys) override;
   void Quiesce() override;
+  void Clear() override;
   StoreStats GetStats() const override;
 
   const char* dram_page_kind() const { return dram_->page_kind(); }
 
  protected:
   void Abort(Reservation& reservation) override;
+  void ReleaseView(BlockView& view) override;
 
  private:
   struct Counters {
