@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/units.h"
 #include "replay.h"
 #include "trace.h"
 
@@ -41,20 +42,9 @@ kvpool replay [options]
 )";
 
 bool ParseSize(const char* s, uint64_t* out) {
-  char* end;
-  double v = std::strtod(s, &end);
-  if (end == s || v < 0) return false;
-  if (*end == 'K' || *end == 'k')
-    v *= 1024, ++end;
-  else if (*end == 'M' || *end == 'm')
-    v *= 1024 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g')
-    v *= 1024.0 * 1024 * 1024, ++end;
-  if (*end == 'i') ++end;
-  if (*end == 'B') ++end;
-  if (*end) return false;
-  *out = static_cast<uint64_t>(v);
-  return true;
+  auto v = kvpool::ParseSize(s);
+  if (v.ok()) *out = *v;
+  return v.ok();
 }
 
 bool ParseFraction(const char* s, double* out) {

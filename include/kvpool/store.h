@@ -109,6 +109,9 @@ class Store {
   virtual Result<Reservation> Reserve(const BlockKey& key, size_t size,
                                       const PutOptions& options = {}) = 0;
   virtual Status Commit(Reservation reservation) = 0;
+  // Commit only if the filled bytes' CRC32C equals `expected_crc` (a value that came over
+  // a wire); otherwise the slot is released and kCorruption returned. One CRC pass.
+  virtual Status CommitVerified(Reservation reservation, uint32_t expected_crc) = 0;
 
   // Copies the value into `buffer` and returns its size.
   virtual Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) = 0;

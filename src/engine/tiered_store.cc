@@ -345,6 +345,16 @@ Status TieredStore::Commit(Reservation reservation) {
   return CommitWithCrc(std::move(reservation), crc);
 }
 
+Status TieredStore::CommitVerified(Reservation reservation, uint32_t expected_crc) {
+  if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
+  uint32_t crc = Crc32c(reservation.data_.data(), reservation.data_.size());
+  if (crc != expected_crc) {
+    c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption("value CRC32C does not match the one sent with it");
+  }  // the reservation's destructor releases the slot
+  return CommitWithCrc(std::move(reservation), crc);
+}
+
 Status TieredStore::CommitWithCrc(Reservation reservation, uint32_t crc) {
   uint32_t id = reservation.record_;
   reservation.owner_ = nullptr;  // ownership of the record passes to Publish

@@ -1,0 +1,87 @@
+// The kvpoold client: put/get/exists/erase (single and batch), prefix match, stats, over
+// the native protocol (docs/PROTOCOL.md), synchronous or asynchronous (pipelined).
+//
+// A Client is one connection, used by one thread at a time (give each thread its own).
+// It connects on first use and reconnects on the next call after a failure; while the
+// server is unreachable every operation answers kUnavailable at once (after at most
+// connect_timeout_ms), never hangs and never throws. Gets verify the block's CRC32C end to
+// end: a mismatch is answered as a miss (kNotFound) and counted.
+//
+// Same-host fast path: with address "unix:/path" and shared_memory_bytes > 0 the client
+// creates a memfd region shared with the server. Values whose buffers lie inside
+// shared_memory() skip the socket (the server copies between its DRAM tier and the region);
+// other buffers travel over the socket as usual.
+#ifndef KVPOOL_CLIENT_H_
+#define KVPOOL_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kvpool/store.h"
+
+namespace kvpool {
+
+struct ClientOptions {
+  std::string address = "127.0.0.1:7400";  // "host:port" or "unix:/path/to/kvpoold.sock"
+  std::string ns = "default";              // namespace (tenant/model/layout)
+  std::string token;                       // access token, if the server has tenants
+  int connect_timeout_ms = 1000;
+  int request_timeout_ms = 5000;  // each send or receive of a request; then kTimeout
+  uint64_t shared_memory_bytes = 0;  // same-host region (Unix socket only); 0: off
+  int max_pipelined = 64;            // in-flight requests before Submit waits
+};
+
+struct ClientStats {
+  uint64_t requests = 0, connects = 0, connect_failures = 0, io_failures = 0;
+  uint64_t crc_failures = 0;  // gets whose value did not match its CRC (answered as misses)
+};
+
+class Client {
+ public:
+  // Fails only for invalid options; the server is reached lazily.
+  static Result<std::unique_ptr<Client>> Create(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Status Put(const BlockKey& key, std::span<const std::byte> value, const PutOptions& options = {});
+  Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer);
+  bool Exists(const BlockKey& key);
+  Status Erase(const BlockKey& key);
+
+  // Batches: one round trip per max_batch items (the server's limit, split here); each op
+  // gets its own status. The returned Status is the transport's (OK if the server answered).
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false);
+  Status GetBatch(std::span<GetOp> ops);
+  Status ExistsBatch(std::span<KeyOp> ops);
+  Status EraseBatch(std::span<KeyOp> ops);
+  // Leading keys of `chain` the server holds, in one round trip (a probe).
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain);
+  Result<std::string> ServerStats();
+  Status Ping();
+
+  // Asynchronous form: Submit sends at once and returns a ticket; the ops (and the buffers
+  // they point to) must stay alive and untouched until Wait(ticket) returns. Tickets
+  // complete in order; Wait(t) also completes every earlier ticket.
+  using Ticket = uint64_t;
+  Result<Ticket> SubmitGet(std::span<GetOp> ops);
+  Result<Ticket> SubmitPut(std::span<PutOp> ops, bool overwrite = false);
+  Status Wait(Ticket ticket);
+
+  // The shared region (empty unless the same-host path is on and connected).
+  std::span<std::byte> shared_memory();
+  bool connected() const;
+  ClientStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_CLIENT_H_

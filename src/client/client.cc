@@ -1,0 +1,552 @@
+// The client of include/kvpool/client.h: one blocking socket, requests pipelined in order.
+#include "kvpool/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "net/protocol.h"
+#include "net/socket.h"
+
+namespace kvpool {
+
+using net::Op;
+
+class Client::Impl {
+ public:
+  explicit Impl(const ClientOptions& o, net::Address a) : o_(o), address_(std::move(a)) {}
+  ~Impl() {
+    if (shm_) ::munmap(shm_, o_.shared_memory_bytes);
+  }
+
+  Status Init() {
+    if (o_.shared_memory_bytes == 0) return Status::Ok();
+    if (!address_.unix_socket) {
+      return Status::InvalidArgument("shared memory needs a unix:/path address (same host)");
+    }
+    memfd_.reset(memfd_create("kvpool-client", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!memfd_.valid() ||
+        ftruncate(memfd_.get(), static_cast<off_t>(o_.shared_memory_bytes)) != 0 ||
+        fcntl(memfd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      return Status::IoError(std::string("memfd: ") + std::strerror(errno));
+    }
+    void* p = mmap(nullptr, o_.shared_memory_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   memfd_.get(), 0);
+    if (p == MAP_FAILED) return Status::IoError(std::string("mmap: ") + std::strerror(errno));
+    shm_ = static_cast<std::byte*>(p);
+    return Status::Ok();
+  }
+
+  // --- connection -------------------------------------------------------------------
+  Status EnsureConnected() {
+    if (fd_.valid()) return Status::Ok();
+    uint64_t now = NowNanos();
+    if (now < retry_after_ns_) return Status::Unavailable(last_connect_error_);
+    ++stats_.connects;
+    Status s = Handshake();
+    if (!s.ok()) {
+      fd_.reset();
+      ++stats_.connect_failures;
+      last_connect_error_ = "kvpoold at " + address_.ToString() + ": " + s.ToString();
+      retry_after_ns_ = NowNanos() + 100'000'000ull;  // do not hammer a dead server
+      if (s.code() == Code::kRefused || s.code() == Code::kInvalidArgument) return s;
+      return Status::Unavailable(last_connect_error_);
+    }
+    return Status::Ok();
+  }
+
+  Status Handshake() {
+    auto fd = net::Connect(address_, o_.connect_timeout_ms);
+    if (!fd.ok()) return fd.status();
+    fd_ = std::move(fd).value();
+    timeval tv{o_.request_timeout_ms / 1000, (o_.request_timeout_ms % 1000) * 1000};
+    setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    net::SetBufferSizes(fd_.get(), 4 << 20);
+    net::HelloRequest hello{o_.ns, o_.token, shm_ ? net::kHelloWantShm : 0u,
+                            shm_ ? o_.shared_memory_bytes : 0};
+    std::vector<std::byte> meta;
+    net::AppendHello(meta, hello);
+    net::Header h;
+    h.opcode = static_cast<uint8_t>(Op::kHello);
+    h.request_id = ++next_id_;
+    h.meta_len = static_cast<uint32_t>(meta.size());
+    std::vector<std::byte> frame(net::kHeaderBytes);
+    net::SealHeader(h, meta, frame.data());
+    frame.insert(frame.end(), meta.begin(), meta.end());
+    Status s = shm_ ? net::SendWithFd(fd_.get(), frame, memfd_.get()) : SendAll(frame, {});
+    if (!s.ok()) return s;
+    net::Header r;
+    std::vector<std::byte> rmeta;
+    if (Status rs = ReadHeader(&r, &rmeta); !rs.ok()) return rs;
+    if (r.flags != 0) return ReadError(r);
+    limits_ = net::DecodeLimits(rmeta);
+    if (shm_ && !limits_.shm_enabled) return Status::Internal("server did not map the region");
+    if (limits_.max_batch == 0) limits_.max_batch = 1;
+    return Status::Ok();
+  }
+
+  void Disconnect(const Status& why) {
+    fd_.reset();
+    ++stats_.io_failures;
+    for (Pending& p : pending_) Complete(p, why);
+    pending_.clear();
+  }
+
+  // --- framing ------------------------------------------------------------------------
+  Status SendAll(std::span<const std::byte> head, std::span<const iovec> data) {
+    std::vector<iovec> iov;
+    iov.reserve(1 + data.size());
+    iov.push_back(iovec{const_cast<std::byte*>(head.data()), head.size()});
+    iov.insert(iov.end(), data.begin(), data.end());
+    size_t i = 0;
+    while (i < iov.size()) {
+      msghdr msg{};
+      msg.msg_iov = iov.data() + i;
+      msg.msg_iovlen = std::min<size_t>(iov.size() - i, 512);
+      ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno == EAGAIN ? Status::Timeout("send timed out")
+                               : Status::Unavailable(std::string("send: ") + std::strerror(errno));
+      }
+      size_t left = static_cast<size_t>(n);
+      while (i < iov.size() && left >= iov[i].iov_len) left -= iov[i++].iov_len;
+      if (i < iov.size()) {
+        iov[i].iov_base = static_cast<std::byte*>(iov[i].iov_base) + left;
+        iov[i].iov_len -= left;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status ReadAll(void* dst, size_t n) {
+    auto* p = static_cast<std::byte*>(dst);
+    while (n > 0) {
+      ssize_t got = ::recv(fd_.get(), p, n, MSG_WAITALL);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return errno == EAGAIN ? Status::Timeout("no answer within request_timeout_ms")
+                               : Status::Unavailable(std::string("recv: ") + std::strerror(errno));
+      }
+      if (got == 0) return Status::Unavailable("server closed the connection");
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return Status::Ok();
+  }
+
+  Status ReadHeader(net::Header* h, std::vector<std::byte>* meta) {
+    std::byte raw[net::kHeaderBytes];
+    if (Status s = ReadAll(raw, sizeof(raw)); !s.ok()) return s;
+    *h = net::DecodeHeader(raw);
+    net::Limits big;
+    big.max_meta_bytes = 64u << 20;
+    big.max_request_bytes = ~0ull;
+    if (Status s = net::CheckHeader(*h, big, /*is_response=*/true); !s.ok()) {
+      return Status::Unavailable("bad response frame: " + s.ToString());
+    }
+    meta->resize(h->meta_len);
+    if (Status s = ReadAll(meta->data(), meta->size()); !s.ok()) return s;
+    if (!net::CheckCrc(*h, raw, *meta)) return Status::Unavailable("response header CRC mismatch");
+    return Status::Ok();
+  }
+
+  Status ReadError(const net::Header& h) {
+    std::string msg(std::min<uint64_t>(h.data_len, 4096), '\0');
+    if (Status s = ReadAll(msg.data(), msg.size()); !s.ok()) return s;
+    if (h.data_len > msg.size()) return Status::Unavailable("oversized error message");
+    return Status(static_cast<Code>(h.flags & 0xFF), msg);
+  }
+
+  // --- requests -----------------------------------------------------------------------
+  struct Pending {
+    uint64_t id = 0;
+    Op op{};
+    std::span<GetOp> gets;
+    std::span<PutOp> puts;
+    std::span<KeyOp> keys;
+    size_t* match = nullptr;
+    std::string* text = nullptr;
+    Status status;
+  };
+
+  bool InShm(const void* p, size_t n) const {
+    auto* b = static_cast<const std::byte*>(p);
+    return shm_ && b >= shm_ && n <= o_.shared_memory_bytes &&
+           static_cast<size_t>(b - shm_) <= o_.shared_memory_bytes - n;
+  }
+
+  Status MakeRoom() {
+    while (pending_.size() >= static_cast<size_t>(std::max(1, o_.max_pipelined))) {
+      if (Status s = ReceiveOne(); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Send(Pending p, net::Header h, const std::vector<std::byte>& meta,
+                        std::span<const iovec> data) {
+    if (Status s = EnsureConnected(); !s.ok()) {
+      Complete(p, s);
+      return s;
+    }
+    if (Status s = MakeRoom(); !s.ok()) {
+      Complete(p, s);
+      return s;
+    }
+    ++stats_.requests;
+    h.request_id = p.id = ++next_id_;
+    h.opcode = static_cast<uint8_t>(p.op);
+    h.meta_len = static_cast<uint32_t>(meta.size());
+    std::vector<std::byte> head(net::kHeaderBytes + meta.size());
+    net::SealHeader(h, meta, head.data());
+    std::memcpy(head.data() + net::kHeaderBytes, meta.data(), meta.size());
+    if (Status s = SendAll(head, data); !s.ok()) {
+      Complete(p, s);
+      Disconnect(s);
+      return s;
+    }
+    pending_.push_back(std::move(p));
+    return pending_.back().id;
+  }
+
+  // Sets every op of `p` to `s` (a whole-request or transport failure).
+  void Complete(Pending& p, const Status& s) {
+    p.status = s;
+    for (GetOp& g : p.gets) g.status = s;
+    for (PutOp& op : p.puts) op.status = s;
+    for (KeyOp& k : p.keys) k.status = s;
+  }
+
+  Status ReceiveOne() {
+    Pending& p = pending_.front();
+    net::Header h;
+    std::vector<std::byte> meta;
+    Status s = ReadHeader(&h, &meta);
+    if (s.ok() && h.request_id != p.id) s = Status::Unavailable("response out of order");
+    if (s.ok() && h.flags != 0) {
+      s = ReadError(h);
+      if (s.code() == Code::kUnavailable || s.code() == Code::kTimeout) {
+        Disconnect(s);
+        return s;
+      }
+      Complete(p, s);
+      completed_status_ = s;
+      pending_.pop_front();
+      return Status::Ok();
+    }
+    if (s.ok()) s = Deliver(p, h, meta);
+    if (!s.ok()) {
+      Disconnect(s);
+      return s;
+    }
+    pending_.pop_front();
+    return Status::Ok();
+  }
+
+  Status Deliver(Pending& p, const net::Header& h, const std::vector<std::byte>& meta) {
+    size_t items = p.gets.size() + p.puts.size() + p.keys.size();
+    if (p.op != Op::kMatch && p.op != Op::kStat && p.op != Op::kPing &&
+        meta.size() != items * net::kResponseItemBytes) {
+      return Status::Unavailable("response item count does not match the request");
+    }
+    auto item = [&](size_t i) { return net::DecodeResponseItem(meta.data() + i * 16); };
+    switch (p.op) {
+      case Op::kGet:
+        for (size_t i = 0; i < p.gets.size(); ++i) {
+          GetOp& g = p.gets[i];
+          net::ResponseItem r = item(i);
+          g.size = r.size;
+          g.crc = r.crc;
+          g.status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+          if (r.code != 0) continue;
+          if (r.size > g.buffer.size()) return Status::Unavailable("value larger than asked");
+          if (!InShm(g.buffer.data(), g.buffer.size())) {
+            if (Status s = ReadAll(g.buffer.data(), r.size); !s.ok()) return s;
+          }
+          if (Crc32c(g.buffer.data(), r.size) != r.crc) {
+            ++stats_.crc_failures;
+            g.status = Status::NotFound("value failed its CRC32C check (answered as a miss)");
+          }
+        }
+        return Status::Ok();
+      case Op::kPut:
+        for (size_t i = 0; i < p.puts.size(); ++i) {
+          net::ResponseItem r = item(i);
+          p.puts[i].status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+        }
+        return Status::Ok();
+      case Op::kExists:
+      case Op::kErase:
+        for (size_t i = 0; i < p.keys.size(); ++i) {
+          net::ResponseItem r = item(i);
+          p.keys[i].status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+        }
+        return Status::Ok();
+      case Op::kMatch:
+        *p.match += h.count;
+        return Status::Ok();
+      case Op::kStat:
+      case Op::kPing: {
+        if (h.data_len > (64u << 20)) return Status::Unavailable("oversized response");
+        std::string t(h.data_len, '\0');
+        if (Status s = ReadAll(t.data(), t.size()); !s.ok()) return s;
+        if (p.text) *p.text = std::move(t);
+        return Status::Ok();
+      }
+      case Op::kHello: break;
+    }
+    return Status::Unavailable("unexpected response");
+  }
+
+  Status Wait(uint64_t ticket) {
+    completed_status_ = Status();
+    while (!pending_.empty() && pending_.front().id <= ticket) {
+      if (Status s = ReceiveOne(); !s.ok()) return s;
+    }
+    return completed_status_;
+  }
+
+  // Frames of at most max_batch items and max_request_bytes of data.
+  template <typename OpT, typename SizeFn, typename SendFn>
+  Result<uint64_t> Chunked(std::span<OpT> ops, SizeFn inline_bytes, SendFn send) {
+    if (Status s = EnsureConnected(); !s.ok()) {
+      for (OpT& op : ops) op.status = s;
+      return s;
+    }
+    uint64_t last = next_id_;
+    size_t i = 0;
+    while (i < ops.size()) {
+      size_t j = i;
+      uint64_t bytes = 0;
+      while (j < ops.size() && j - i < limits_.max_batch &&
+             (j == i || bytes + inline_bytes(ops[j]) <= limits_.max_request_bytes)) {
+        bytes += inline_bytes(ops[j]);
+        ++j;
+      }
+      auto id = send(ops.subspan(i, j - i));
+      if (!id.ok()) {
+        for (size_t k = j; k < ops.size(); ++k) ops[k].status = id.status();
+        return id.status();
+      }
+      last = *id;
+      i = j;
+    }
+    return last;
+  }
+
+  Result<uint64_t> SubmitGet(std::span<GetOp> ops) {
+    return Chunked(ops, [](const GetOp&) { return 0; }, [&](std::span<GetOp> part) {
+      std::vector<std::byte> meta;
+      meta.reserve(part.size() * net::kGetItemBytes);
+      for (GetOp& g : part) {
+        g.size = 0;
+        net::GetItem it{g.key, g.buffer.size(), net::kInline};
+        if (InShm(g.buffer.data(), g.buffer.size())) it.shm_offset = g.buffer.data() - shm_;
+        net::AppendGetItem(meta, it);
+      }
+      net::Header h;
+      h.count = static_cast<uint32_t>(part.size());
+      Pending p;
+      p.op = Op::kGet;
+      p.gets = part;
+      return Send(std::move(p), h, meta, {});
+    });
+  }
+
+  Result<uint64_t> SubmitPut(std::span<PutOp> ops, bool overwrite) {
+    auto inline_bytes = [this](const PutOp& op) -> uint64_t {
+      return InShm(op.value.data(), op.value.size()) ? 0 : op.value.size();
+    };
+    return Chunked(ops, inline_bytes, [&](std::span<PutOp> part) {
+      std::vector<std::byte> meta;
+      std::vector<iovec> data;
+      uint64_t data_len = 0;
+      for (PutOp& op : part) {
+        net::PutItem it;
+        it.key = op.key;
+        it.parent = op.parent;
+        it.len = static_cast<uint32_t>(std::min<size_t>(op.value.size(), UINT32_MAX));
+        it.crc = Crc32c(op.value.data(), op.value.size());
+        it.flags = overwrite ? net::kPutOverwrite : 0;
+        if (op.value.size() > UINT32_MAX) it.len = 0;  // the server answers kInvalidArgument
+        if (InShm(op.value.data(), op.value.size())) {
+          it.flags |= net::kPutFromShm;
+          it.shm_offset = op.value.data() - shm_;
+        } else if (it.len > 0) {
+          data.push_back(iovec{const_cast<std::byte*>(op.value.data()), it.len});
+          data_len += it.len;
+        }
+        net::AppendPutItem(meta, it);
+      }
+      net::Header h;
+      h.count = static_cast<uint32_t>(part.size());
+      h.data_len = data_len;
+      Pending p;
+      p.op = Op::kPut;
+      p.puts = part;
+      return Send(std::move(p), h, meta, data);
+    });
+  }
+
+  Result<uint64_t> SubmitKeys(Op op, std::span<KeyOp> ops) {
+    return Chunked(ops, [](const KeyOp&) { return 0; }, [&](std::span<KeyOp> part) {
+      std::vector<std::byte> meta;
+      for (KeyOp& k : part) net::AppendKey(meta, k.key);
+      net::Header h;
+      h.count = static_cast<uint32_t>(part.size());
+      Pending p;
+      p.op = op;
+      p.keys = part;
+      return Send(std::move(p), h, meta, {});
+    });
+  }
+
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain) {
+    if (Status s = EnsureConnected(); !s.ok()) return s;
+    size_t matched = 0;
+    // One frame per max_batch keys; a later frame only counts if every earlier key matched.
+    for (size_t i = 0; i < chain.size(); i += limits_.max_batch) {
+      size_t n = std::min<size_t>(limits_.max_batch, chain.size() - i);
+      std::vector<std::byte> meta;
+      for (size_t k = 0; k < n; ++k) net::AppendKey(meta, chain[i + k]);
+      net::Header h;
+      h.count = static_cast<uint32_t>(n);
+      size_t got = 0;
+      Pending p;
+      p.op = Op::kMatch;
+      p.match = &got;
+      auto id = Send(std::move(p), h, meta, {});
+      if (!id.ok()) return id.status();
+      if (Status s = Wait(*id); !s.ok()) return s;
+      matched += got;
+      if (got < n) break;
+    }
+    return matched;
+  }
+
+  Result<std::string> Text(Op op, std::string_view payload) {
+    std::string text;
+    net::Header h;
+    h.data_len = payload.size();
+    Pending p;
+    p.op = op;
+    p.text = &text;
+    iovec iov{const_cast<char*>(payload.data()), payload.size()};
+    auto id = Send(std::move(p), h, {}, payload.empty() ? std::span<const iovec>()
+                                                        : std::span<const iovec>(&iov, 1));
+    if (!id.ok()) return id.status();
+    if (Status s = Wait(*id); !s.ok()) return s;
+    return text;
+  }
+
+  const ClientOptions o_;
+  const net::Address address_;
+  net::Fd fd_, memfd_;
+  std::byte* shm_ = nullptr;
+  net::Limits limits_;
+  uint64_t next_id_ = 0;
+  uint64_t retry_after_ns_ = 0;
+  std::string last_connect_error_;
+  std::deque<Pending> pending_;
+  Status completed_status_;
+  ClientStats stats_;
+};
+
+Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  auto a = net::ParseAddress(options.address);
+  if (!a.ok()) return a.status();
+  if (options.ns.empty() || options.ns.size() > 4096) {
+    return Status::InvalidArgument("namespace must be 1..4096 bytes");
+  }
+  if (options.token.size() > 4096) return Status::InvalidArgument("token longer than 4096 bytes");
+  auto impl = std::make_unique<Impl>(options, std::move(a).value());
+  if (Status s = impl->Init(); !s.ok()) return s;
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Status Client::Put(const BlockKey& key, std::span<const std::byte> value,
+                   const PutOptions& options) {
+  PutOp op{key, value, options.parent, {}};
+  if (Status s = PutBatch(std::span<PutOp>(&op, 1), options.overwrite); !s.ok()) return s;
+  return op.status;
+}
+
+Result<size_t> Client::Get(const BlockKey& key, std::span<std::byte> buffer) {
+  GetOp op;
+  op.key = key;
+  op.buffer = buffer;
+  if (Status s = GetBatch(std::span<GetOp>(&op, 1)); !s.ok()) return s;
+  if (!op.status.ok()) return op.status;
+  return op.size;
+}
+
+bool Client::Exists(const BlockKey& key) {
+  KeyOp op{key, {}};
+  return ExistsBatch(std::span<KeyOp>(&op, 1)).ok() && op.status.ok();
+}
+
+Status Client::Erase(const BlockKey& key) {
+  KeyOp op{key, {}};
+  if (Status s = EraseBatch(std::span<KeyOp>(&op, 1)); !s.ok()) return s;
+  return op.status;
+}
+
+Status Client::PutBatch(std::span<PutOp> ops, bool overwrite) {
+  auto t = impl_->SubmitPut(ops, overwrite);
+  return t.ok() ? impl_->Wait(*t) : t.status();
+}
+
+Status Client::GetBatch(std::span<GetOp> ops) {
+  auto t = impl_->SubmitGet(ops);
+  return t.ok() ? impl_->Wait(*t) : t.status();
+}
+
+Status Client::ExistsBatch(std::span<KeyOp> ops) {
+  auto t = impl_->SubmitKeys(Op::kExists, ops);
+  return t.ok() ? impl_->Wait(*t) : t.status();
+}
+
+Status Client::EraseBatch(std::span<KeyOp> ops) {
+  auto t = impl_->SubmitKeys(Op::kErase, ops);
+  return t.ok() ? impl_->Wait(*t) : t.status();
+}
+
+Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain) {
+  return impl_->MatchPrefix(chain);
+}
+
+Result<std::string> Client::ServerStats() { return impl_->Text(Op::kStat, {}); }
+
+Status Client::Ping() {
+  auto r = impl_->Text(Op::kPing, "ping");
+  if (!r.ok()) return r.status();
+  return *r == "ping" ? Status::Ok() : Status::Internal("ping echo mismatch");
+}
+
+Result<Client::Ticket> Client::SubmitGet(std::span<GetOp> ops) { return impl_->SubmitGet(ops); }
+Result<Client::Ticket> Client::SubmitPut(std::span<PutOp> ops, bool overwrite) {
+  return impl_->SubmitPut(ops, overwrite);
+}
+Status Client::Wait(Ticket ticket) { return impl_->Wait(ticket); }
+
+std::span<std::byte> Client::shared_memory() {
+  return impl_->shm_ ? std::span<std::byte>(impl_->shm_, impl_->o_.shared_memory_bytes)
+                     : std::span<std::byte>();
+}
+bool Client::connected() const { return impl_->fd_.valid(); }
+ClientStats Client::stats() const { return impl_->stats_; }
+
+}  // namespace kvpool

@@ -1,0 +1,290 @@
+#include "server/config.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <variant>
+#include <vector>
+
+#include "common/units.h"
+
+namespace kvpool::server {
+namespace {
+
+using Value = std::variant<std::string, long long, bool, std::vector<std::string>>;
+
+uint64_t MemAvailable() {
+  std::ifstream f("/proc/meminfo");
+  std::string name;
+  uint64_t kb;
+  std::string unit;
+  while (f >> name >> kb >> unit) {
+    if (name == "MemAvailable:") return kb * 1024;
+  }
+  return 1ull << 30;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// A "string" with \" \\ \n \t escapes; *rest gets what follows the closing quote.
+bool ParseString(std::string_view s, std::string* out, std::string_view* rest) {
+  if (s.empty() || s[0] != '"') return false;
+  out->clear();
+  for (size_t i = 1; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '"') {
+      *rest = s.substr(i + 1);
+      return true;
+    }
+    if (c == '\\') {
+      if (++i >= s.size()) return false;
+      char e = s[i];
+      c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      if (e != 'n' && e != 't' && e != '"' && e != '\\') return false;
+    }
+    out->push_back(c);
+  }
+  return false;
+}
+
+std::string_view StripComment(std::string_view s) {
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && in_string) {
+      ++i;
+    } else if (s[i] == '"') {
+      in_string = !in_string;
+    } else if (s[i] == '#' && !in_string) {
+      return s.substr(0, i);
+    }
+  }
+  return s;
+}
+
+Result<Value> ParseValue(std::string_view s) {
+  s = Trim(s);
+  std::string str;
+  std::string_view rest;
+  if (s.starts_with('"')) {
+    if (!ParseString(s, &str, &rest) || !Trim(rest).empty()) {
+      return Status::InvalidArgument("unterminated or malformed string");
+    }
+    return Value(str);
+  }
+  if (s == "true") return Value(true);
+  if (s == "false") return Value(false);
+  if (s.starts_with('[')) {
+    std::vector<std::string> items;
+    s.remove_prefix(1);
+    s = Trim(s);
+    while (!s.empty() && s[0] != ']') {
+      if (!ParseString(s, &str, &rest)) return Status::InvalidArgument("arrays hold \"strings\"");
+      items.push_back(str);
+      s = Trim(rest);
+      if (s.starts_with(',')) s = Trim(s.substr(1));
+    }
+    if (s != "]") return Status::InvalidArgument("array not closed by ]");
+    return Value(items);
+  }
+  long long v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return Value(v);
+  return Status::InvalidArgument("value must be a \"string\", integer, true/false or [array]");
+}
+
+Result<uint64_t> AsSize(const Value& v) {
+  if (auto* i = std::get_if<long long>(&v)) {
+    if (*i < 0) return Status::InvalidArgument("negative size");
+    return static_cast<uint64_t>(*i);
+  }
+  if (auto* s = std::get_if<std::string>(&v)) return ParseSize(*s);
+  return Status::InvalidArgument("expected a size");
+}
+
+Result<std::string> AsString(const Value& v) {
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  return Status::InvalidArgument("expected a \"string\"");
+}
+
+Result<bool> AsBool(const Value& v) {
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  return Status::InvalidArgument("expected true or false");
+}
+
+using Setter = std::function<Status(const Value&, DaemonConfig*)>;
+
+Setter Size(std::function<void(DaemonConfig*, uint64_t)> set, uint64_t max = ~0ull) {
+  return [set, max](const Value& v, DaemonConfig* c) -> Status {
+    auto n = AsSize(v);
+    if (!n.ok()) return n.status();
+    if (*n > max) return Status::InvalidArgument("at most " + std::to_string(max));
+    set(c, *n);
+    return Status::Ok();
+  };
+}
+
+Setter Str(std::function<void(DaemonConfig*, std::string)> set) {
+  return [set](const Value& v, DaemonConfig* c) -> Status {
+    auto s = AsString(v);
+    if (!s.ok()) return s.status();
+    set(c, *s);
+    return Status::Ok();
+  };
+}
+
+const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
+  static const auto* fields = new std::map<std::string, std::pair<Setter, std::string>>{
+      {"server.listen", {Str([](DaemonConfig* c, std::string s) { c->server.listen = s; }),
+                         "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
+      {"server.resp_listen",
+       {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = s; }),
+        "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"\" off)"}},
+      {"server.unix_socket",
+       {Str([](DaemonConfig* c, std::string s) {
+          c->server.unix_path = s;
+          c->unix_socket = !s.empty();
+        }),
+        "same-host socket (default <data_dir>/kvpoold.sock; \"\" off)"}},
+      {"server.data_dir", {Str([](DaemonConfig* c, std::string s) { c->data_dir = s; }),
+                           "directory for the lock, socket and flash file (default kvpool-data)"}},
+      {"server.reactors", {Size([](DaemonConfig* c, uint64_t n) { c->server.reactors = unsigned(n); }, 256),
+                           "event-loop threads (default: one per core)"}},
+      {"server.max_connections",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20),
+        "connections beyond this are closed at accept (default 1024)"}},
+      {"server.max_batch", {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
+                            "items per request (default 1024)"}},
+      {"server.max_request_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_request_bytes = n; }),
+        "value bytes in one request frame (default 1GiB)"}},
+      {"server.resp_namespace",
+       {Str([](DaemonConfig* c, std::string s) { c->server.resp_namespace = s; }),
+        "namespace of keys set over RESP (default \"resp\")"}},
+      {"store.dram_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.dram_bytes = n; }),
+                            "DRAM tier (default: a quarter of MemAvailable)"}},
+      {"store.flash_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.flash_bytes = n; }),
+                             "flash tier size; 0 = DRAM only (default min(4GiB, free disk/4))"}},
+      {"store.flash_path", {Str([](DaemonConfig* c, std::string s) { c->store.flash_path = s; }),
+                            "flash tier file or block device (default <data_dir>/flash.kvpool)"}},
+      {"store.region_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.region_bytes = n; }),
+                              "flash log region, the unit of eviction (default 16MiB)"}},
+      {"store.max_value_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->store.max_value_bytes = n; }),
+        "largest block (default 128MiB, at most half the DRAM tier)"}},
+      {"store.huge_pages", {[](const Value& v, DaemonConfig* c) -> Status {
+                              auto b = AsBool(v);
+                              if (!b.ok()) return b.status();
+                              c->store.huge_pages = *b;
+                              return Status::Ok();
+                            },
+                            "back the DRAM tier with huge pages when possible (default true)"}},
+      {"store.admission", {[](const Value& v, DaemonConfig* c) -> Status {
+                             auto s = AsString(v);
+                             if (!s.ok()) return s.status();
+                             if (*s == "probation") c->store.admission = Admission::kProbation;
+                             else if (*s == "all") c->store.admission = Admission::kAll;
+                             else return Status::InvalidArgument("\"probation\" or \"all\"");
+                             return Status::Ok();
+                           },
+                           "flash admission: \"probation\" (S3-FIFO, default) or \"all\""}},
+  };
+  return *fields;
+}
+
+}  // namespace
+
+DaemonConfig MachineDefaults(const std::string& data_dir) {
+  DaemonConfig c;
+  c.data_dir = data_dir;
+  c.store.dram_bytes = std::max<uint64_t>(64 * kMiB, MemAvailable() / 4 / kMiB * kMiB);
+  uint64_t free_disk = 16 * kGiB;
+  struct statvfs vfs {};
+  std::string probe = data_dir;
+  if (::statvfs(probe.c_str(), &vfs) != 0) ::statvfs(".", &vfs);
+  if (vfs.f_frsize) free_disk = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  c.store.flash_bytes = std::min<uint64_t>(4 * kGiB, free_disk / 4 / (16 * kMiB) * (16 * kMiB));
+  c.store.max_value_bytes = std::min<uint64_t>(c.store.max_value_bytes, c.store.dram_bytes / 2);
+  return c;
+}
+
+Status ApplyToml(std::string_view text, DaemonConfig* config) {
+  std::string table;
+  size_t line_no = 0;
+  Tenant* tenant = nullptr;
+  while (!text.empty()) {
+    size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    ++line_no;
+    auto fail = [&](std::string_view why) {
+      return Status::InvalidArgument("config line " + std::to_string(line_no) + ": " +
+                                     std::string(why));
+    };
+    line = Trim(StripComment(line));
+    if (line.empty()) continue;
+    if (line.starts_with("[[")) {
+      if (line != "[[tenant]]") return fail("the only array of tables is [[tenant]]");
+      table = "tenant";
+      config->server.tenants.emplace_back();
+      tenant = &config->server.tenants.back();
+      continue;
+    }
+    if (line.starts_with('[')) {
+      if (line != "[server]" && line != "[store]") return fail("tables are [server], [store], [[tenant]]");
+      table = std::string(line.substr(1, line.size() - 2));
+      tenant = nullptr;
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return fail("expected key = value");
+    std::string key(Trim(line.substr(0, eq)));
+    auto value = ParseValue(line.substr(eq + 1));
+    if (!value.ok()) return fail(value.status().message());
+    if (table.empty()) return fail("key outside a table");
+    if (table == "tenant") {
+      if (key == "name" || key == "token") {
+        auto s = AsString(*value);
+        if (!s.ok()) return fail(key + ": " + std::string(s.status().message()));
+        (key == "name" ? tenant->name : tenant->token) = *s;
+      } else if (key == "namespaces") {
+        auto* list = std::get_if<std::vector<std::string>>(&*value);
+        if (!list) return fail("namespaces: expected [\"ns\", \"prefix/*\", ...]");
+        tenant->namespaces = *list;
+      } else {
+        return fail("unknown tenant key '" + key + "' (name, token, namespaces)");
+      }
+      continue;
+    }
+    auto it = Fields().find(table + "." + key);
+    if (it == Fields().end()) return fail("unknown setting '" + table + "." + key + "'");
+    if (Status s = it->second.first(*value, config); !s.ok()) {
+      return fail(table + "." + key + ": " + std::string(s.message()));
+    }
+  }
+  for (const Tenant& t : config->server.tenants) {
+    if (t.token.empty()) return Status::InvalidArgument("config: a [[tenant]] without a token");
+    if (t.namespaces.empty()) {
+      return Status::InvalidArgument("config: tenant '" + t.name + "' has no namespaces");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string DescribeSettings() {
+  std::string out;
+  for (const auto& [name, field] : Fields()) {
+    out += "  " + name + std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') +
+           field.second + "\n";
+  }
+  return out;
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,38 @@
+// kvpoold's configuration: defaults sized from the machine, a TOML file, then flags.
+//
+// The file is a TOML subset: [server], [store] and [[tenant]] tables of `key = value`
+// lines; values are "strings", integers, true/false, or ["string", ...] arrays; sizes may
+// be strings with units ("8GiB"). Unknown keys are errors (a typo must not be ignored).
+// Parsing is a pure function of the text (the fuzz target drives it).
+#ifndef KVPOOL_SERVER_CONFIG_H_
+#define KVPOOL_SERVER_CONFIG_H_
+
+#include <string>
+#include <string_view>
+
+#include "kvpool/options.h"
+#include "server/server.h"
+
+namespace kvpool::server {
+
+struct DaemonConfig {
+  std::string data_dir = "kvpool-data";
+  bool unix_socket = true;  // <data_dir>/kvpoold.sock unless server.unix_socket is set
+  ServerOptions server;
+  StoreOptions store;
+  std::string ready_file;  // written once listening: {"pid":..,"port":..,"resp_port":..}
+};
+
+// Defaults for this machine: DRAM tier = a quarter of MemAvailable (>= 64 MiB), flash tier
+// = a file under data_dir of min(4 GiB, a quarter of the free disk).
+DaemonConfig MachineDefaults(const std::string& data_dir);
+
+// Applies a TOML document to `config`. Errors name the line.
+Status ApplyToml(std::string_view text, DaemonConfig* config);
+
+// Every setting, one per line, for --help and the startup log.
+std::string DescribeSettings();
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_CONFIG_H_

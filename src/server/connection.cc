@@ -1,0 +1,75 @@
+#include "server/connection.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace kvpool::server {
+
+void Connection::QueueOwned(size_t offset, size_t len) {
+  if (len == 0) return;
+  out_total_ += len;
+  if (!pieces_.empty() && pieces_.back().owned &&
+      pieces_.back().offset + pieces_.back().len == offset) {
+    pieces_.back().len += len;  // adjacent bytes: one iovec
+    return;
+  }
+  pieces_.push_back(Piece{true, offset, nullptr, len});
+}
+
+void Connection::QueueView(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  pieces_.push_back(Piece{false, 0, bytes.data(), bytes.size()});
+  out_total_ += bytes.size();
+}
+
+void Connection::ResetOutput() {
+  out_bytes_.clear();
+  views_.clear();
+  pieces_.clear();
+  piece_ = piece_pos_ = 0;
+  out_pos_ = out_total_ = 0;
+}
+
+bool Connection::Flush(bool* failed) {
+  constexpr size_t kMaxIov = 64;
+  while (out_pos_ < out_total_) {
+    iovec iov[kMaxIov];
+    size_t n = 0;
+    for (size_t i = piece_; i < pieces_.size() && n < kMaxIov; ++i, ++n) {
+      const Piece& p = pieces_[i];
+      const std::byte* base = p.owned ? out_bytes_.data() + p.offset : p.ptr;
+      size_t skip = i == piece_ ? piece_pos_ : 0;
+      iov[n].iov_base = const_cast<std::byte*>(base + skip);
+      iov[n].iov_len = p.len - skip;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t sent = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      if (errno == EINTR) continue;
+      *failed = true;
+      return false;
+    }
+    counters_.bytes_out += static_cast<uint64_t>(sent);
+    out_pos_ += static_cast<uint64_t>(sent);
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      size_t avail = pieces_[piece_].len - piece_pos_;
+      if (left >= avail) {
+        left -= avail;
+        ++piece_;
+        piece_pos_ = 0;
+      } else {
+        piece_pos_ += left;
+        left = 0;
+      }
+    }
+  }
+  ResetOutput();
+  return true;
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,72 @@
+// A connection owned by one reactor: the native and RESP protocol state machines derive
+// from it. The reactor calls Drive() when the socket is readable or writable (or when the
+// connection asked to run again); Drive does as much work as it can without blocking.
+#ifndef KVPOOL_SERVER_CONNECTION_H_
+#define KVPOOL_SERVER_CONNECTION_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kvpool/store.h"
+#include "net/socket.h"
+
+namespace kvpool::server {
+
+class Server;
+// Written only by the owning reactor's thread (uncontended); read by Server::GetStats.
+struct ReactorCounters {
+  std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0},
+      auth_failures{0}, bytes_in{0}, bytes_out{0};
+};
+
+enum class Next {
+  kRead,   // wait until readable
+  kWrite,  // wait until writable
+  kAgain,  // more buffered work: run again after other connections had a turn
+  kClose,
+};
+
+class Connection {
+ public:
+  Connection(Server& server, net::Fd fd, ReactorCounters& counters)
+      : server_(server), fd_(std::move(fd)), counters_(counters) {}
+  virtual ~Connection() = default;
+  virtual Next Drive() = 0;
+  int fd() const { return fd_.get(); }
+  // The interest the reactor last registered for this connection.
+  Next registered = Next::kRead;
+
+ protected:
+  // Output: bytes owned by the connection, then views of blocks (sent in place, no copy).
+  // Flush sends as much as the socket takes; true when everything went out.
+  bool Flush(bool* failed);
+  bool OutputPending() const { return out_pos_ < out_total_; }
+  void QueueOwned(size_t offset, size_t len);  // a range of out_bytes_
+  void QueueView(std::span<const std::byte> bytes);
+  void ResetOutput();
+
+  Server& server_;
+  net::Fd fd_;
+  ReactorCounters& counters_;
+  std::vector<std::byte> out_bytes_;
+  std::vector<BlockView> views_;  // keep the queued blocks pinned until sent
+
+ private:
+  struct Piece {
+    bool owned;
+    size_t offset;  // into out_bytes_ (owned) or unused
+    const std::byte* ptr;
+    size_t len;
+  };
+  std::vector<Piece> pieces_;
+  size_t piece_ = 0, piece_pos_ = 0;
+  uint64_t out_pos_ = 0, out_total_ = 0;
+};
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_CONNECTION_H_

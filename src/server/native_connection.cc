@@ -1,0 +1,434 @@
+#include "server/native_connection.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/crc32c.h"
+#include "server/server.h"
+
+namespace kvpool::server {
+
+using net::kHeaderBytes;
+using net::Op;
+
+namespace {
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kFramesPerTurn = 32;  // then let the reactor's other connections run
+
+uint8_t CodeByte(const Status& s) { return static_cast<uint8_t>(s.code()); }
+}  // namespace
+
+NativeConnection::NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters,
+                                   bool unix_socket)
+    : Connection(server, std::move(fd), counters), unix_socket_(unix_socket), in_(kReadChunk) {}
+
+NativeConnection::~NativeConnection() {
+  reservations_.clear();
+  if (shm_) ::munmap(shm_, shm_size_);
+  if (passed_fd_ >= 0) ::close(passed_fd_);
+}
+
+Next NativeConnection::Drive() {
+  bool failed = false;
+  if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
+  if (state_ == State::kClosing) return Next::kClose;
+  for (int turn = 0; turn < kFramesPerTurn; ++turn) {
+    if (state_ == State::kData) {
+      Io r = ReceiveData();
+      if (r == Io::kBlocked) return Next::kRead;
+      if (r == Io::kFailed) return Next::kClose;  // vanished mid-frame: reservations drop
+      state_ = State::kFrame;
+      if (after_ == After::kPut) FinishPut();
+      if (after_ == After::kPing) FinishPing();
+      after_ = After::kNothing;
+    } else {
+      Parse p = ParseNext();
+      if (p == Parse::kNeedMore) {
+        Io r = Fill();
+        if (r == Io::kBlocked) return Next::kRead;
+        if (r == Io::kFailed) return Next::kClose;
+        continue;
+      }
+      if (p == Parse::kReady) {
+        std::span<const std::byte> meta(in_.data() + in_start_ + kHeaderBytes, hdr_.meta_len);
+        in_start_ += kHeaderBytes;  // meta stays readable until the next Fill
+        HandleFrame(meta);
+        in_start_ += hdr_.meta_len;
+      }
+    }
+    if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
+    if (state_ == State::kClosing) return Next::kClose;
+  }
+  return Next::kAgain;
+}
+
+NativeConnection::Io NativeConnection::Fill() {
+  if (in_start_ == in_end_) {
+    in_start_ = in_end_ = 0;
+  } else if (in_start_ > 0 && in_.size() - in_end_ < kReadChunk / 2) {
+    std::memmove(in_.data(), in_.data() + in_start_, in_end_ - in_start_);
+    in_end_ -= in_start_;
+    in_start_ = 0;
+  }
+  if (in_end_ == in_.size()) return Io::kFailed;  // ParseNext grows the buffer when needed
+  ssize_t n;
+  do {
+    if (unix_socket_ && !hello_done_) {
+      n = net::ReceiveWithFd(fd(), in_.data() + in_end_, in_.size() - in_end_, &passed_fd_);
+    } else {
+      n = ::recv(fd(), in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
+    }
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
+  if (n == 0) return Io::kFailed;
+  in_end_ += static_cast<size_t>(n);
+  counters_.bytes_in += static_cast<uint64_t>(n);
+  return Io::kDone;
+}
+
+NativeConnection::Parse NativeConnection::ParseNext() {
+  size_t avail = in_end_ - in_start_;
+  if (avail < kHeaderBytes) return Parse::kNeedMore;
+  const std::byte* h = in_.data() + in_start_;
+  hdr_ = net::DecodeHeader(h);
+  const net::Limits& limits = server_.options().limits;
+  if (Status s = net::CheckHeader(hdr_, limits, /*is_response=*/false); !s.ok()) {
+    ReplyError(s.code(), s.message(), /*close=*/true);
+    return Parse::kBad;
+  }
+  size_t need = kHeaderBytes + hdr_.meta_len;
+  if (avail < need) {
+    if (in_.size() - in_start_ < need) {  // make room for the whole header + meta
+      std::vector<std::byte> bigger(std::max(need, kReadChunk) + kReadChunk);
+      std::memcpy(bigger.data(), h, avail);
+      in_ = std::move(bigger);
+      in_start_ = 0;
+      in_end_ = avail;
+    }
+    return Parse::kNeedMore;
+  }
+  std::span<const std::byte> frame(h, need);
+  Status s = net::ValidateRequest(frame, limits, /*data_available=*/false);
+  if (!s.ok()) {
+    ++counters_.protocol_errors;
+    if (s.code() == Code::kTooLarge && hdr_.count > limits.max_batch) {
+      // A well-formed frame over a limit: answer, skip its data, keep the connection.
+      ReplyError(Code::kTooLarge, s.message(), /*close=*/false);
+      in_start_ += need;
+      targets_.assign(1, Target{nullptr, hdr_.data_len});
+      BeginData(After::kNothing);
+      return Parse::kBad;
+    }
+    ReplyError(s.code(), s.message(), /*close=*/true);
+    return Parse::kBad;
+  }
+  return Parse::kReady;
+}
+
+void NativeConnection::BeginData(After after) {
+  std::erase_if(targets_, [](const Target& t) { return t.len == 0; });
+  target_ = target_pos_ = 0;
+  after_ = after;
+  state_ = State::kData;
+}
+
+void NativeConnection::ReplyError(Code code, std::string_view message, bool close) {
+  net::Header h;
+  h.opcode = hdr_.opcode | net::kResponseBit;
+  h.request_id = hdr_.request_id;
+  h.flags = static_cast<uint16_t>(code);
+  h.data_len = message.size();
+  size_t at = out_bytes_.size();
+  out_bytes_.resize(at + kHeaderBytes + message.size());
+  net::SealHeader(h, {}, out_bytes_.data() + at);
+  std::memcpy(out_bytes_.data() + at + kHeaderBytes, message.data(), message.size());
+  QueueOwned(at, kHeaderBytes + message.size());
+  if (close) state_ = State::kClosing;
+}
+
+// Appends a response header + meta to out_bytes_ and queues them.
+static size_t AppendResponse(std::vector<std::byte>& out, const net::Header& request,
+                             uint32_t count, std::span<const std::byte> meta, uint64_t data_len) {
+  net::Header h;
+  h.opcode = request.opcode | net::kResponseBit;
+  h.request_id = request.request_id;
+  h.count = count;
+  h.meta_len = static_cast<uint32_t>(meta.size());
+  h.data_len = data_len;
+  size_t at = out.size();
+  out.resize(at + kHeaderBytes + meta.size());
+  net::SealHeader(h, meta, out.data() + at);
+  if (!meta.empty()) std::memcpy(out.data() + at + kHeaderBytes, meta.data(), meta.size());
+  return at;
+}
+
+void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
+  ++counters_.requests;
+  Op op = static_cast<Op>(hdr_.opcode);
+  if (!hello_done_ && op != Op::kHello) {
+    ++counters_.auth_failures;
+    ReplyError(Code::kRefused, "the first frame of a connection must be HELLO", true);
+    return;
+  }
+  switch (op) {
+    case Op::kHello: return DoHello(meta);
+    case Op::kPut: return DoPut(meta);
+    case Op::kGet: return DoGet(meta);
+    case Op::kExists:
+    case Op::kErase:
+    case Op::kMatch: return DoKeys(op, meta);
+    case Op::kStat: return DoStat();
+    case Op::kPing:
+      ping_data_.resize(hdr_.data_len);
+      targets_.assign(1, Target{ping_data_.data(), hdr_.data_len});
+      return BeginData(After::kPing);
+  }
+}
+
+void NativeConnection::DoHello(std::span<const std::byte> meta) {
+  if (hello_done_) return ReplyError(Code::kInvalidArgument, "second HELLO", true);
+  auto hello = net::DecodeHello(meta);
+  if (!hello.ok()) return ReplyError(hello.status().code(), hello.status().message(), true);
+  Status auth = server_.tenants().Authorize(hello->token, hello->ns);
+  if (!auth.ok()) {
+    ++counters_.auth_failures;
+    return ReplyError(auth.code(), auth.message(), true);
+  }
+  net::Limits limits = server_.options().limits;
+  limits.shm_enabled = 0;
+  if (hello->flags & net::kHelloWantShm) {
+    if (!unix_socket_ || passed_fd_ < 0) {
+      return ReplyError(Code::kInvalidArgument,
+                        "shared memory needs the Unix socket and an fd passed with HELLO", true);
+    }
+    struct stat st {};
+    int seals = fcntl(passed_fd_, F_GET_SEALS);
+    if (fstat(passed_fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < hello->shm_bytes ||
+        hello->shm_bytes == 0 || hello->shm_bytes > server_.options().max_shm_bytes) {
+      return ReplyError(Code::kInvalidArgument, "shared-memory region missing or too large", true);
+    }
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {  // a shrinking region would SIGBUS us
+      return ReplyError(Code::kInvalidArgument,
+                        "shared-memory fd must be a memfd sealed with F_SEAL_SHRINK", true);
+    }
+    void* p = ::mmap(nullptr, hello->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, passed_fd_, 0);
+    if (p == MAP_FAILED) return ReplyError(Code::kIoError, "mmap of the client's region failed", true);
+    shm_ = static_cast<std::byte*>(p);
+    shm_size_ = hello->shm_bytes;
+    limits.shm_enabled = 1;
+  }
+  if (passed_fd_ >= 0) {
+    ::close(passed_fd_);
+    passed_fd_ = -1;
+  }
+  scope_ = Scope(hello->ns);
+  hello_done_ = true;
+  std::vector<std::byte> m;
+  net::AppendLimits(m, limits);
+  size_t at = AppendResponse(out_bytes_, hdr_, 0, m, 0);
+  QueueOwned(at, out_bytes_.size() - at);
+}
+
+void NativeConnection::DoPut(std::span<const std::byte> meta) {
+  Store* store = server_.store();
+  const uint64_t max_value = server_.options().limits.max_value_bytes;
+  put_items_.resize(hdr_.count);
+  results_.assign(hdr_.count, net::ResponseItem{});
+  reservations_.clear();
+  reservations_.resize(hdr_.count);
+  targets_.clear();
+  for (uint32_t i = 0; i < hdr_.count; ++i) {
+    net::PutItem& it = put_items_[i];
+    it = net::DecodePutItem(meta.data() + i * net::kPutItemBytes);
+    bool from_shm = it.flags & net::kPutFromShm;
+    Status s;
+    if (it.len == 0) {
+      s = Status::InvalidArgument("empty value");
+    } else if (it.len > max_value) {
+      s = Status::TooLarge("value over max_value_bytes");
+    } else if (from_shm && (!shm_ || it.shm_offset > shm_size_ || it.len > shm_size_ - it.shm_offset)) {
+      s = Status::InvalidArgument("value outside the shared-memory region");
+    } else if (it.key.empty()) {
+      s = Status::InvalidArgument("the zero key is reserved");
+    }
+    BlockKey key = scope_.Key(it.key);
+    bool overwrite = it.flags & net::kPutOverwrite;
+    if (s.ok() && !overwrite && store->Exists(key)) s = Status::Exists();
+    if (s.ok()) {
+      auto r = store->Reserve(key, it.len, PutOptions{scope_.Key(it.parent), overwrite});
+      if (r.ok()) {
+        reservations_[i] = std::move(r).value();
+      } else {
+        s = r.status();
+      }
+    }
+    results_[i].code = CodeByte(s);
+    if (from_shm) {
+      if (reservations_[i].valid()) {
+        std::memcpy(reservations_[i].data().data(), shm_ + it.shm_offset, it.len);
+      }
+    } else {
+      targets_.push_back(Target{reservations_[i].valid() ? reservations_[i].data().data() : nullptr,
+                                it.len});
+    }
+  }
+  BeginData(After::kPut);
+}
+
+NativeConnection::Io NativeConnection::ReceiveData() {
+  // Bytes that came in with the frame's header first, then straight from the socket.
+  while (target_ < targets_.size() && in_start_ < in_end_) {
+    Target& t = targets_[target_];
+    size_t n = std::min(t.len - target_pos_, in_end_ - in_start_);
+    if (t.dst) std::memcpy(t.dst + target_pos_, in_.data() + in_start_, n);
+    in_start_ += n;
+    target_pos_ += n;
+    if (target_pos_ == t.len) {
+      ++target_;
+      target_pos_ = 0;
+    }
+  }
+  constexpr size_t kMaxIov = 64;
+  while (target_ < targets_.size()) {
+    iovec iov[kMaxIov];
+    size_t n = 0;
+    for (size_t i = target_; i < targets_.size() && n < kMaxIov; ++i, ++n) {
+      size_t skip = i == target_ ? target_pos_ : 0;
+      size_t len = targets_[i].len - skip;
+      if (targets_[i].dst) {
+        iov[n] = iovec{targets_[i].dst + skip, len};
+      } else {
+        if (discard_.empty()) discard_.resize(kReadChunk);
+        iov[n] = iovec{discard_.data(), std::min(len, discard_.size())};
+        ++n;
+        break;  // one discard piece at a time (it reuses one buffer)
+      }
+    }
+    ssize_t got;
+    do {
+      got = ::readv(fd(), iov, static_cast<int>(n));
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
+    if (got == 0) return Io::kFailed;
+    counters_.bytes_in += static_cast<uint64_t>(got);
+    size_t left = static_cast<size_t>(got);
+    while (left > 0) {
+      size_t avail = targets_[target_].len - target_pos_;
+      size_t take = std::min(left, avail);
+      target_pos_ += take;
+      left -= take;
+      if (target_pos_ == targets_[target_].len) {
+        ++target_;
+        target_pos_ = 0;
+      }
+    }
+  }
+  return Io::kDone;
+}
+
+void NativeConnection::FinishPut() {
+  Store* store = server_.store();
+  for (uint32_t i = 0; i < put_items_.size(); ++i) {
+    if (!reservations_[i].valid()) continue;
+    Status s = store->CommitVerified(std::move(reservations_[i]), put_items_[i].crc);
+    results_[i].code = CodeByte(s);
+  }
+  reservations_.clear();
+  std::vector<std::byte> m;
+  m.reserve(results_.size() * net::kResponseItemBytes);
+  for (const net::ResponseItem& r : results_) net::AppendResponseItem(m, r);
+  size_t at = AppendResponse(out_bytes_, hdr_, static_cast<uint32_t>(results_.size()), m, 0);
+  QueueOwned(at, out_bytes_.size() - at);
+}
+
+void NativeConnection::DoGet(std::span<const std::byte> meta) {
+  Store* store = server_.store();
+  std::vector<std::byte> m;
+  m.reserve(hdr_.count * net::kResponseItemBytes);
+  uint64_t data_len = 0;
+  size_t first_view = views_.size();
+  for (uint32_t i = 0; i < hdr_.count; ++i) {
+    net::GetItem it = net::DecodeGetItem(meta.data() + i * net::kGetItemBytes);
+    net::ResponseItem r;
+    auto view = it.key.empty() ? Result<BlockView>(Status::NotFound()) : store->Read(scope_.Key(it.key));
+    if (!view.ok()) {
+      r.code = static_cast<uint8_t>(view.status().code() == Code::kCorruption ? Code::kNotFound
+                                                                              : view.status().code());
+    } else {
+      std::span<const std::byte> v = view->data();
+      r.size = v.size();
+      r.crc = view->crc();
+      if (v.size() > it.max_len) {
+        r.code = static_cast<uint8_t>(Code::kBufferTooSmall);
+      } else if (it.shm_offset != net::kInline) {
+        if (!shm_ || it.shm_offset > shm_size_ || v.size() > shm_size_ - it.shm_offset) {
+          r.code = static_cast<uint8_t>(Code::kInvalidArgument);
+        } else {
+          std::memcpy(shm_ + it.shm_offset, v.data(), v.size());
+        }
+      } else {
+        data_len += v.size();
+        views_.push_back(std::move(*view));
+      }
+    }
+    net::AppendResponseItem(m, r);
+  }
+  size_t at = AppendResponse(out_bytes_, hdr_, hdr_.count, m, data_len);
+  QueueOwned(at, out_bytes_.size() - at);
+  for (size_t i = first_view; i < views_.size(); ++i) QueueView(views_[i].data());
+}
+
+void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
+  Store* store = server_.store();
+  std::vector<BlockKey> keys(hdr_.count);
+  for (uint32_t i = 0; i < hdr_.count; ++i) {
+    keys[i] = scope_.Key(net::DecodeKey(meta.data() + i * net::kKeyBytes));
+  }
+  std::vector<std::byte> m;
+  uint32_t count = hdr_.count;
+  if (op == Op::kMatch) {
+    bool any_empty = false;
+    for (const BlockKey& k : keys) any_empty |= k.empty();
+    count = any_empty ? 0 : static_cast<uint32_t>(store->MatchPrefix(keys));
+  } else {
+    for (const BlockKey& k : keys) {
+      net::ResponseItem r;
+      Status s;
+      if (k.empty()) {
+        s = Status::NotFound();
+      } else if (op == Op::kExists) {
+        s = store->Exists(k) ? Status::Ok() : Status::NotFound();
+      } else {
+        s = store->Erase(k);
+      }
+      r.code = CodeByte(s);
+      net::AppendResponseItem(m, r);
+    }
+  }
+  size_t at = AppendResponse(out_bytes_, hdr_, count, m, 0);
+  QueueOwned(at, out_bytes_.size() - at);
+}
+
+void NativeConnection::DoStat() {
+  std::string text = server_.store()->GetStats().ToString() + server_.GetStats().ToString();
+  size_t at = AppendResponse(out_bytes_, hdr_, 0, {}, text.size());
+  out_bytes_.insert(out_bytes_.end(), reinterpret_cast<const std::byte*>(text.data()),
+                    reinterpret_cast<const std::byte*>(text.data()) + text.size());
+  QueueOwned(at, out_bytes_.size() - at);
+}
+
+void NativeConnection::FinishPing() {
+  size_t at = AppendResponse(out_bytes_, hdr_, 0, {}, ping_data_.size());
+  out_bytes_.insert(out_bytes_.end(), ping_data_.begin(), ping_data_.end());
+  QueueOwned(at, out_bytes_.size() - at);
+  ping_data_.clear();
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,76 @@
+// One native-protocol connection (docs/PROTOCOL.md): reads frames, runs them against the
+// store, sends responses. Requests of a connection are answered in order.
+//
+// Data path: PUT values are received straight into reserved DRAM slots (readv into the
+// reservations; only bytes that arrived with the frame's header are copied out of the
+// read buffer); GET values are sent straight from pinned DRAM records (sendmsg of views).
+// Over the Unix socket with a shared-memory region, values skip the socket: the server
+// copies between the region and DRAM (one copy).
+#ifndef KVPOOL_SERVER_NATIVE_CONNECTION_H_
+#define KVPOOL_SERVER_NATIVE_CONNECTION_H_
+
+#include <string_view>
+#include <vector>
+
+#include "net/protocol.h"
+#include "server/connection.h"
+#include "server/tenants.h"
+
+namespace kvpool::server {
+
+class NativeConnection final : public Connection {
+ public:
+  NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters, bool unix_socket);
+  ~NativeConnection() override;
+  Next Drive() override;
+
+ private:
+  enum class State { kFrame, kData, kClosing };
+  enum class Parse { kNeedMore, kReady, kBad };
+  enum class Io { kDone, kBlocked, kFailed };
+  enum class After { kNothing, kPut, kPing };
+  struct Target {
+    std::byte* dst;  // null: discard
+    size_t len;
+  };
+
+  Io Fill();        // reads what the socket has into in_
+  Parse ParseNext();  // is a whole header + meta buffered? (kBad: replied and closing)
+  void HandleFrame(std::span<const std::byte> meta);
+  Io ReceiveData();
+  void ReplyError(Code code, std::string_view message, bool close);
+  void BeginData(After after);  // receive targets_, then run `after`
+
+  void DoHello(std::span<const std::byte> meta);
+  void DoPut(std::span<const std::byte> meta);
+  void FinishPut();
+  void DoGet(std::span<const std::byte> meta);
+  void DoKeys(net::Op op, std::span<const std::byte> meta);
+  void DoStat();
+  void FinishPing();
+
+  const bool unix_socket_;
+  std::vector<std::byte> in_;
+  size_t in_start_ = 0, in_end_ = 0;
+  State state_ = State::kFrame;
+  net::Header hdr_;
+  bool hello_done_ = false;
+  Scope scope_;
+  int passed_fd_ = -1;
+  std::byte* shm_ = nullptr;
+  size_t shm_size_ = 0;
+
+  // The frame whose data is being received.
+  After after_ = After::kNothing;
+  std::vector<Target> targets_;
+  size_t target_ = 0, target_pos_ = 0;
+  std::vector<net::PutItem> put_items_;
+  std::vector<Reservation> reservations_;
+  std::vector<net::ResponseItem> results_;
+  std::vector<std::byte> ping_data_;
+  std::vector<std::byte> discard_;
+};
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_NATIVE_CONNECTION_H_

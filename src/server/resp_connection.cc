@@ -1,0 +1,355 @@
+#include "server/resp_connection.h"
+
+#include <sys/socket.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+
+#include "server/server.h"
+
+namespace kvpool::server {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kExpiryBytes = 8;
+constexpr int kCommandsPerTurn = 256;
+
+uint64_t NowUnixMs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+std::string Upper(std::string_view s) {
+  std::string u(s);
+  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return u;
+}
+
+bool ParseInt(std::string_view s, long long* v) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+RespConnection::RespConnection(Server& server, net::Fd fd, ReactorCounters& counters)
+    : Connection(server, std::move(fd), counters),
+      in_(kReadChunk),
+      authed_(server.tenants().open()),
+      scope_(server.options().resp_namespace) {
+  limits_.max_bulk_bytes = server.options().limits.max_value_bytes;
+}
+
+Next RespConnection::Drive() {
+  bool failed = false;
+  if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
+  if (closing_) return Next::kClose;
+  for (int turn = 0; turn < kCommandsPerTurn; ++turn) {
+    std::string_view buffered(in_.data() + in_start_, in_end_ - in_start_);
+    size_t consumed = 0;
+    std::string error;
+    RespParse p = ParseRespCommand(buffered, limits_, &args_, &consumed, &error);
+    if (p == RespParse::kError) {
+      ++counters_.protocol_errors;
+      ReplyError("ERR Protocol error: " + error);
+      closing_ = true;
+      break;
+    }
+    if (p == RespParse::kIncomplete) {
+      if (OutputPending()) break;  // send the replies so far before waiting for more
+      Io r = Fill();
+      if (r == Io::kBlocked) return Next::kRead;
+      if (r == Io::kFailed) return Next::kClose;
+      continue;
+    }
+    ++counters_.requests;
+    bool keep = args_.empty() || Execute(args_);
+    in_start_ += consumed;  // args_ pointed into in_; Execute has copied what it keeps
+    if (!keep) {
+      closing_ = true;
+      break;
+    }
+  }
+  if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
+  if (closing_) return Next::kClose;
+  return in_start_ < in_end_ ? Next::kAgain : Next::kRead;
+}
+
+RespConnection::Io RespConnection::Fill() {
+  if (in_start_ == in_end_) {
+    in_start_ = in_end_ = 0;
+  } else if (in_start_ > 0) {
+    std::memmove(in_.data(), in_.data() + in_start_, in_end_ - in_start_);
+    in_end_ -= in_start_;
+    in_start_ = 0;
+  }
+  if (in_.size() - in_end_ < kReadChunk / 4) {
+    // A command larger than the buffer (a big SET): grow, up to one value plus headers.
+    size_t cap = limits_.max_bulk_bytes + kReadChunk;
+    if (in_.size() >= cap) return Io::kFailed;
+    in_.resize(std::min(cap, in_.size() * 2));
+  }
+  ssize_t n;
+  do {
+    n = ::recv(fd(), in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
+  if (n == 0) return Io::kFailed;
+  in_end_ += static_cast<size_t>(n);
+  counters_.bytes_in += static_cast<uint64_t>(n);
+  return Io::kDone;
+}
+
+void RespConnection::Reply(std::string_view text) {
+  size_t at = out_bytes_.size();
+  out_bytes_.resize(at + text.size());
+  std::memcpy(out_bytes_.data() + at, text.data(), text.size());
+  QueueOwned(at, text.size());
+}
+
+void RespConnection::ReplyError(std::string_view message) {
+  std::string line = "-";
+  line += message;
+  line += "\r\n";
+  Reply(line);
+}
+
+void RespConnection::ReplyInt(long long v) { Reply(":" + std::to_string(v) + "\r\n"); }
+
+void RespConnection::ReplyBulk(std::string_view s) {
+  Reply("$" + std::to_string(s.size()) + "\r\n");
+  Reply(s);
+  Reply("\r\n");
+}
+
+BlockKey RespConnection::KeyOf(std::string_view key) const {
+  XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  BlockKey k{h.high64, h.low64};
+  if (k.empty()) k.lo = 1;
+  return scope_.Key(k);
+}
+
+void RespConnection::ReplyValue(std::string_view key) {
+  BlockKey k = KeyOf(key);
+  auto view = server_.store()->Read(k);
+  if (!view.ok() || view->data().size() < kExpiryBytes) return Reply("$-1\r\n");
+  uint64_t expiry;
+  std::memcpy(&expiry, view->data().data(), kExpiryBytes);
+  if (expiry != 0 && expiry <= NowUnixMs()) {
+    view = Status::NotFound();  // unpin before erasing
+    (void)server_.store()->Erase(k);
+    return Reply("$-1\r\n");
+  }
+  std::span<const std::byte> v = view->data().subspan(kExpiryBytes);
+  Reply("$" + std::to_string(v.size()) + "\r\n");
+  QueueView(v);
+  views_.push_back(std::move(*view));
+  Reply("\r\n");
+}
+
+Status RespConnection::Set(std::string_view key, std::string_view value, uint64_t expiry_ms,
+                           bool overwrite) {
+  Store* store = server_.store();
+  auto r = store->Reserve(KeyOf(key), value.size() + kExpiryBytes,
+                          PutOptions{.parent = {}, .overwrite = overwrite});
+  if (!r.ok()) return r.status();
+  std::memcpy(r->data().data(), &expiry_ms, kExpiryBytes);
+  std::memcpy(r->data().data() + kExpiryBytes, value.data(), value.size());
+  return store->Commit(std::move(r).value());
+}
+
+bool RespConnection::Execute(const std::vector<std::string_view>& args) {
+  std::string cmd = Upper(args[0]);
+  size_t argc = args.size();
+  auto arity = [&](size_t min, bool even_rest = false) {
+    if (argc < min || (even_rest && (argc - 1) % 2 != 0)) {
+      ReplyError("ERR wrong number of arguments for '" + std::string(args[0]) + "' command");
+      return false;
+    }
+    return true;
+  };
+  if (cmd == "QUIT") {
+    Reply("+OK\r\n");
+    return false;
+  }
+  if (cmd == "AUTH") {
+    if (!arity(2)) return true;
+    std::string_view token = args[argc - 1];  // AUTH token, or AUTH user token
+    Status s = server_.tenants().Authorize(token, server_.options().resp_namespace);
+    if (server_.tenants().open()) {
+      ReplyError("ERR AUTH called without any password configured");
+    } else if (s.ok()) {
+      authed_ = true;
+      Reply("+OK\r\n");
+    } else {
+      ++counters_.auth_failures;
+      ReplyError("WRONGPASS invalid token or namespace not open to it");
+    }
+    return true;
+  }
+  if (!authed_) {
+    ReplyError("NOAUTH Authentication required.");
+    return true;
+  }
+  // MULTI/EXEC: commands are queued and run back to back at EXEC (client libraries' default
+  // pipelines use it). Not isolated from other connections; no WATCH.
+  if (cmd == "MULTI") {
+    if (in_multi_) return ReplyError("ERR MULTI calls can not be nested"), true;
+    in_multi_ = true;
+    queued_.clear();
+    Reply("+OK\r\n");
+    return true;
+  }
+  if (cmd == "DISCARD") {
+    if (!in_multi_) return ReplyError("ERR DISCARD without MULTI"), true;
+    in_multi_ = false;
+    queued_.clear();
+    Reply("+OK\r\n");
+    return true;
+  }
+  if (cmd == "EXEC") {
+    if (!in_multi_) return ReplyError("ERR EXEC without MULTI"), true;
+    in_multi_ = false;
+    std::vector<std::vector<std::string>> queued = std::move(queued_);
+    queued_.clear();
+    Reply("*" + std::to_string(queued.size()) + "\r\n");
+    for (const auto& q : queued) {
+      std::vector<std::string_view> views(q.begin(), q.end());
+      if (!Execute(views)) return false;
+    }
+    return true;
+  }
+  if (in_multi_) {
+    if (queued_.size() >= 4096) return ReplyError("ERR too many commands in MULTI"), true;
+    queued_.emplace_back(args.begin(), args.end());
+    Reply("+QUEUED\r\n");
+    return true;
+  }
+  Store* store = server_.store();
+  if (cmd == "PING") {
+    if (argc > 1) {
+      ReplyBulk(args[1]);
+    } else {
+      Reply("+PONG\r\n");
+    }
+  } else if (cmd == "ECHO") {
+    if (arity(2)) ReplyBulk(args[1]);
+  } else if (cmd == "GET") {
+    if (arity(2)) ReplyValue(args[1]);
+  } else if (cmd == "MGET") {
+    if (!arity(2)) return true;
+    Reply("*" + std::to_string(argc - 1) + "\r\n");
+    for (size_t i = 1; i < argc; ++i) ReplyValue(args[i]);
+  } else if (cmd == "SET" || cmd == "SETEX" || cmd == "PSETEX") {
+    bool plain = cmd == "SET";
+    if (!arity(plain ? 3 : 4)) return true;
+    std::string_view key = args[1], value = plain ? args[2] : args[3];
+    uint64_t expiry = 0;
+    bool nx = false, xx = false;
+    auto set_ttl = [&](std::string_view n, uint64_t unit_ms, bool absolute) {
+      long long v;
+      if (!ParseInt(n, &v) || v <= 0) {
+        ReplyError("ERR invalid expire time in '" + Upper(args[0]) + "' command");
+        return false;
+      }
+      expiry = absolute ? static_cast<uint64_t>(v) * unit_ms
+                        : NowUnixMs() + static_cast<uint64_t>(v) * unit_ms;
+      return true;
+    };
+    if (!plain && !set_ttl(args[2], cmd == "SETEX" ? 1000 : 1, false)) return true;
+    for (size_t i = 3; plain && i < argc; ++i) {
+      std::string opt = Upper(args[i]);
+      bool has_arg = i + 1 < argc;
+      if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && has_arg) {
+        if (!set_ttl(args[++i], opt[0] == 'E' ? 1000 : 1, opt.size() == 4)) return true;
+      } else if (opt == "NX") {
+        nx = true;
+      } else if (opt == "XX") {
+        xx = true;
+      } else if (opt == "KEEPTTL") {
+      } else {
+        ReplyError("ERR syntax error");
+        return true;
+      }
+    }
+    if (xx && !store->Exists(KeyOf(key))) return Reply("$-1\r\n"), true;
+    Status s = Set(key, value, expiry, /*overwrite=*/!nx);
+    if (s.ok()) {
+      Reply("+OK\r\n");
+    } else if (s.code() == Code::kExists) {
+      Reply("$-1\r\n");
+    } else {
+      ReplyError("ERR " + s.ToString());
+    }
+  } else if (cmd == "MSET") {
+    if (!arity(3, true)) return true;
+    Status first;
+    for (size_t i = 1; i + 1 < argc; i += 2) {
+      Status s = Set(args[i], args[i + 1], 0, true);
+      if (!s.ok() && first.ok()) first = s;
+    }
+    if (first.ok()) {
+      Reply("+OK\r\n");
+    } else {
+      ReplyError("ERR " + first.ToString());
+    }
+  } else if (cmd == "EXISTS") {
+    if (!arity(2)) return true;
+    long long n = 0;
+    for (size_t i = 1; i < argc; ++i) n += store->Exists(KeyOf(args[i])) ? 1 : 0;
+    ReplyInt(n);
+  } else if (cmd == "DEL" || cmd == "UNLINK") {
+    if (!arity(2)) return true;
+    long long n = 0;
+    for (size_t i = 1; i < argc; ++i) n += store->Erase(KeyOf(args[i])).ok() ? 1 : 0;
+    ReplyInt(n);
+  } else if (cmd == "DBSIZE") {
+    ReplyInt(static_cast<long long>(store->GetStats().index_entries));
+  } else if (cmd == "FLUSHALL" || cmd == "FLUSHDB") {
+    if (!server_.tenants().open()) {
+      ReplyError("ERR FLUSHALL is disabled on a pool with tenants (it would empty them all)");
+    } else {
+      store->Clear();
+      Reply("+OK\r\n");
+    }
+  } else if (cmd == "INFO") {
+    StoreStats st = store->GetStats();
+    ServerStats ss = server_.GetStats();
+    std::string info = "# Server\r\nredis_version:7.0.0\r\nkvpool_version:0.1.0\r\n"
+                       "redis_mode:standalone\r\n\r\n# Clients\r\nconnected_clients:" +
+                       std::to_string(ss.connections_open) +
+                       "\r\n\r\n# Memory\r\nused_memory:" + std::to_string(st.dram.used_bytes) +
+                       "\r\nmaxmemory:" + std::to_string(st.dram.capacity_bytes) +
+                       "\r\n\r\n# Stats\r\ntotal_commands_processed:" +
+                       std::to_string(ss.requests) +
+                       "\r\nkeyspace_hits:" + std::to_string(st.dram.hits + st.flash.hits) +
+                       "\r\nkeyspace_misses:" + std::to_string(st.misses) +
+                       "\r\nevicted_keys:" + std::to_string(st.dram.evictions) +
+                       "\r\n\r\n# Keyspace\r\ndb0:keys=" + std::to_string(st.index_entries) +
+                       ",expires=0\r\n";
+    ReplyBulk(info);
+  } else if (cmd == "SELECT") {
+    if (arity(2)) Reply("+OK\r\n");
+  } else if (cmd == "CONFIG" && argc == 3 && Upper(args[1]) == "GET") {
+    // Client handshakes probe settings (redis-benchmark asks for "save", "appendonly"):
+    // none of Redis's settings apply, so each reads as empty.
+    Reply("*2\r\n");
+    ReplyBulk(args[2]);
+    ReplyBulk("");
+  } else if (cmd == "CONFIG" || cmd == "COMMAND") {
+    Reply("*0\r\n");
+  } else if (cmd == "CLIENT") {
+    Reply("+OK\r\n");
+  } else {
+    std::string name(args[0].substr(0, 64));
+    ReplyError("ERR unknown command '" + name + "'");
+  }
+  return true;
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,239 @@
+#include "server/server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#include "server/native_connection.h"
+#include "server/resp_connection.h"
+
+namespace kvpool::server {
+
+enum class Listener : uint64_t { kNative = 1, kResp = 2, kUnix = 3, kWake = 4 };
+
+// One epoll loop on one thread. Owns its connections; the only thing it shares is the
+// listening sockets (EPOLLEXCLUSIVE: one reactor wakes per new connection) and the store.
+class Reactor {
+ public:
+  explicit Reactor(Server& server) : server_(server) {}
+  ~Reactor() {
+    if (epoll_ >= 0) ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+  }
+
+  Status Init(int native, int resp, int unix_fd) {
+    epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_ < 0 || wake_ < 0) return Status::IoError("epoll/eventfd: " + std::string(strerror(errno)));
+    auto add = [&](int fd, Listener l, uint32_t extra) {
+      if (fd < 0) return;
+      epoll_event ev{};
+      ev.events = EPOLLIN | extra;
+      ev.data.u64 = static_cast<uint64_t>(l);
+      epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+    };
+    add(native, Listener::kNative, EPOLLEXCLUSIVE);
+    add(resp, Listener::kResp, EPOLLEXCLUSIVE);
+    add(unix_fd, Listener::kUnix, EPOLLEXCLUSIVE);
+    add(wake_, Listener::kWake, 0);
+    listeners_[0] = native;
+    listeners_[1] = resp;
+    listeners_[2] = unix_fd;
+    return Status::Ok();
+  }
+
+  void Wake() {
+    uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof(one));
+  }
+
+  void Run() {
+    constexpr int kMaxEvents = 128;
+    epoll_event events[kMaxEvents];
+    // Connections with buffered work left, by fd and pointer (a closed one's fd may be
+    // reused by a new connection before the list is walked).
+    std::vector<std::pair<int, Connection*>> again, next_again;
+    while (!stop_.load(std::memory_order_acquire)) {
+      int n = epoll_wait(epoll_, events, kMaxEvents, again.empty() ? 1000 : 0);
+      if (n < 0 && errno != EINTR) break;
+      for (int i = 0; i < n; ++i) {
+        uint64_t tag = events[i].data.u64;
+        if (tag == static_cast<uint64_t>(Listener::kWake)) {
+          uint64_t v;
+          (void)!::read(wake_, &v, sizeof(v));
+          continue;
+        }
+        if (tag >= 1 && tag <= 3) {
+          Accept(static_cast<Listener>(tag));
+          continue;
+        }
+        auto* c = reinterpret_cast<Connection*>(tag);
+        Step(c, next_again);
+      }
+      for (auto [fd, c] : again) {
+        auto it = conns_.find(fd);
+        if (it != conns_.end() && it->second.get() == c) Step(c, next_again);
+      }
+      again.swap(next_again);
+      next_again.clear();
+    }
+    server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size()),
+                                         std::memory_order_relaxed);
+    conns_.clear();
+  }
+
+  void Stop() {
+    stop_.store(true, std::memory_order_release);
+    Wake();
+  }
+
+  const ReactorCounters& counters() const { return counters_; }
+  size_t open() const { return open_.load(std::memory_order_relaxed); }
+
+ private:
+  void Accept(Listener which) {
+    int lfd = listeners_[static_cast<int>(which) - 1];
+    for (int i = 0; i < 64; ++i) {
+      int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN: another reactor took it, or none left
+      net::Fd owned(fd);
+      const ServerOptions& o = server_.options();
+      if (server_.open_connections().fetch_add(1, std::memory_order_relaxed) >= o.max_connections) {
+        server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
+        ++counters_.refused;
+        static constexpr char kResp[] = "-ERR max connections reached\r\n";
+        if (which == Listener::kResp) (void)!::send(fd, kResp, sizeof(kResp) - 1, MSG_NOSIGNAL);
+        continue;  // closed by owned's destructor
+      }
+      ++counters_.accepted;
+      if (which != Listener::kUnix) net::SetNoDelay(fd);
+      if (o.socket_buffer_bytes > 0) net::SetBufferSizes(fd, o.socket_buffer_bytes);
+      std::unique_ptr<Connection> c;
+      if (which == Listener::kResp) {
+        c = std::make_unique<RespConnection>(server_, std::move(owned), counters_);
+      } else {
+        c = std::make_unique<NativeConnection>(server_, std::move(owned), counters_,
+                                               which == Listener::kUnix);
+      }
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
+      epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+      conns_[fd] = std::move(c);
+      open_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void Step(Connection* c, std::vector<std::pair<int, Connection*>>& again) {
+    Next next = c->Drive();
+    if (next == Next::kClose) {
+      int fd = c->fd();
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      conns_.erase(fd);
+      open_.fetch_sub(1, std::memory_order_relaxed);
+      server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    if (next == Next::kAgain) {
+      again.emplace_back(c->fd(), c);
+      next = Next::kRead;
+    }
+    if (next != c->registered) {
+      epoll_event ev{};
+      ev.events = (next == Next::kWrite ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP;
+      ev.data.u64 = reinterpret_cast<uint64_t>(c);
+      epoll_ctl(epoll_, EPOLL_CTL_MOD, c->fd(), &ev);
+      c->registered = next;
+    }
+  }
+
+  Server& server_;
+  int epoll_ = -1, wake_ = -1;
+  int listeners_[3] = {-1, -1, -1};
+  std::atomic<bool> stop_{false};
+  std::unordered_map<int, std::unique_ptr<Connection>> conns_;
+  std::atomic<size_t> open_{0};
+  ReactorCounters counters_;
+};
+
+std::string ServerStats::ToString() const {
+  std::ostringstream o;
+  o << "connections: " << connections_open << " open, " << connections_accepted << " accepted, "
+    << connections_refused << " refused\n"
+    << "requests: " << requests << ", protocol errors " << protocol_errors
+    << ", auth failures " << auth_failures << "\n"
+    << "bytes: " << bytes_in << " in, " << bytes_out << " out\n";
+  return o.str();
+}
+
+Server::Server(const ServerOptions& options, Store* store)
+    : options_(options), store_(store), tenants_(options.tenants) {}
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
+  std::unique_ptr<Server> s(new Server(options, store));
+  if (!options.listen.empty()) {
+    auto a = net::ParseAddress(options.listen);
+    if (!a.ok()) return a.status();
+    auto fd = net::ListenTcp(*a);
+    if (!fd.ok()) return fd.status();
+    s->tcp_ = std::move(fd).value();
+    s->port_ = net::LocalPort(s->tcp_.get());
+  }
+  if (!options.resp_listen.empty()) {
+    auto a = net::ParseAddress(options.resp_listen);
+    if (!a.ok()) return a.status();
+    auto fd = net::ListenTcp(*a);
+    if (!fd.ok()) return fd.status();
+    s->resp_ = std::move(fd).value();
+    s->resp_port_ = net::LocalPort(s->resp_.get());
+  }
+  if (!options.unix_path.empty()) {
+    auto fd = net::ListenUnix(options.unix_path);
+    if (!fd.ok()) return fd.status();
+    s->unix_ = std::move(fd).value();
+  }
+  unsigned n = options.reactors ? options.reactors : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) {
+    auto r = std::make_unique<Reactor>(*s);
+    if (Status st = r->Init(s->tcp_.get(), s->resp_.get(), s->unix_.get()); !st.ok()) return st;
+    s->reactors_.push_back(std::move(r));
+  }
+  for (auto& r : s->reactors_) s->threads_.emplace_back([p = r.get()] { p->Run(); });
+  return s;
+}
+
+Server::~Server() { Stop(); }
+
+void Server::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& r : reactors_) r->Stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  if (!options_.unix_path.empty()) ::unlink(options_.unix_path.c_str());
+}
+
+ServerStats Server::GetStats() const {
+  ServerStats s;
+  for (const auto& r : reactors_) {
+    const ReactorCounters& c = r->counters();
+    s.connections_accepted += c.accepted;
+    s.connections_refused += c.refused;
+    s.requests += c.requests;
+    s.protocol_errors += c.protocol_errors;
+    s.auth_failures += c.auth_failures;
+    s.bytes_in += c.bytes_in;
+    s.bytes_out += c.bytes_out;
+    s.connections_open += r->open();
+  }
+  return s;
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,84 @@
+// The kvpoold server: reactors that serve a Store over the native protocol (TCP and a
+// same-host Unix socket with shared memory) and over RESP2.
+//
+// One reactor (an epoll loop on its own thread) per core. The listening sockets are shared
+// and registered with EPOLLEXCLUSIVE, so each new connection wakes one reactor, which owns
+// it for its whole life: nothing on the request path is shared between reactors except the
+// store, whose index is sharded.
+#ifndef KVPOOL_SERVER_SERVER_H_
+#define KVPOOL_SERVER_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvpool/store.h"
+#include "net/protocol.h"
+#include "net/socket.h"
+#include "server/tenants.h"
+
+namespace kvpool::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7400";       // native protocol over TCP
+  std::string resp_listen = "127.0.0.1:7401";  // RESP2; empty: off
+  std::string unix_path;                       // native protocol, same host; empty: off
+  unsigned reactors = 0;                       // 0: one per online core
+  unsigned max_connections = 1024;
+  net::Limits limits;                 // max_batch, max_value_bytes, max_request_bytes, ...
+  uint64_t max_shm_bytes = 64ull << 30;  // largest client region mapped
+  std::vector<Tenant> tenants;        // empty: open (no tokens)
+  std::string resp_namespace = "resp";
+  int socket_buffer_bytes = 4 << 20;
+};
+
+// Counters summed over reactors (each reactor writes only its own).
+struct ServerStats {
+  uint64_t connections_accepted = 0, connections_open = 0, connections_refused = 0;
+  uint64_t requests = 0, protocol_errors = 0, auth_failures = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  std::string ToString() const;
+};
+
+class Reactor;
+
+class Server {
+ public:
+  // Binds every listener (failing clearly if one cannot be bound) and starts the reactors.
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, Store* store);
+  ~Server();  // Stop()s
+
+  // Closes the listeners and every connection, and joins the reactors.
+  void Stop();
+
+  uint16_t port() const { return port_; }
+  uint16_t resp_port() const { return resp_port_; }
+  unsigned reactor_count() const { return static_cast<unsigned>(reactors_.size()); }
+  ServerStats GetStats() const;
+
+  // Shared, read-only after Start.
+  const ServerOptions& options() const { return options_; }
+  Store* store() const { return store_; }
+  const Tenants& tenants() const { return tenants_; }
+  std::atomic<unsigned>& open_connections() { return open_connections_; }
+
+ private:
+  Server(const ServerOptions& options, Store* store);
+
+  const ServerOptions options_;
+  Store* const store_;
+  const Tenants tenants_;
+  net::Fd tcp_, resp_, unix_;
+  uint16_t port_ = 0, resp_port_ = 0;
+  std::atomic<unsigned> open_connections_{0};
+  std::vector<std::unique_ptr<Reactor>> reactors_;
+  std::vector<std::thread> threads_;
+  bool stopped_ = false;
+};
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_SERVER_H_

@@ -1,0 +1,45 @@
+#include "server/tenants.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace kvpool::server {
+namespace {
+
+bool Matches(std::string_view pattern, std::string_view ns) {
+  if (pattern.ends_with('*')) return ns.starts_with(pattern.substr(0, pattern.size() - 1));
+  return pattern == ns;
+}
+
+bool SameToken(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;  // no early exit: timing does not tell how much matched
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+Status Tenants::Authorize(std::string_view token, std::string_view ns) const {
+  if (open()) return Status::Ok();
+  for (const Tenant& t : tenants_) {
+    if (!SameToken(t.token, token)) continue;
+    for (const std::string& pattern : t.namespaces) {
+      if (Matches(pattern, ns)) return Status::Ok();
+    }
+    return Status::Refused("namespace '" + std::string(ns) + "' is not open to this token");
+  }
+  return Status::Refused("unknown access token");
+}
+
+BlockKey Scope::Key(const BlockKey& k) const {
+  if (k.empty()) return k;
+  uint64_t buf[4] = {root_.hi, root_.lo, k.hi, k.lo};
+  XXH128_hash_t h = XXH3_128bits(buf, sizeof(buf));
+  BlockKey out{h.high64, h.low64};
+  if (out.empty()) out.lo = 1;
+  return out;
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,51 @@
+// Tenants and namespaces: who may reach which namespace, and how a namespace's keys are
+// kept apart inside the one store.
+//
+// A client's keys are scoped before they reach the store: stored = XXH3-128(ns_root ||
+// key), ns_root = NamespaceRoot(namespace). So two namespaces never share a block even if
+// their clients send the same 16 bytes, and a client cannot name another namespace's block.
+#ifndef KVPOOL_SERVER_TENANTS_H_
+#define KVPOOL_SERVER_TENANTS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvpool/key.h"
+#include "kvpool/status.h"
+
+namespace kvpool::server {
+
+struct Tenant {
+  std::string name;
+  std::string token;
+  // Namespaces this tenant may open: exact names, or a prefix ending in '*'.
+  std::vector<std::string> namespaces;
+};
+
+class Tenants {
+ public:
+  Tenants() = default;
+  explicit Tenants(std::vector<Tenant> tenants) : tenants_(std::move(tenants)) {}
+  // With no tenants configured every namespace is open and tokens are ignored.
+  bool open() const { return tenants_.empty(); }
+  // OK, or kRefused with a message that names neither the token nor other tenants.
+  Status Authorize(std::string_view token, std::string_view ns) const;
+
+ private:
+  std::vector<Tenant> tenants_;
+};
+
+class Scope {
+ public:
+  Scope() = default;
+  explicit Scope(std::string_view ns) : root_(NamespaceRoot(ns)) {}
+  BlockKey Key(const BlockKey& client_key) const;  // the empty key stays empty
+
+ private:
+  BlockKey root_;
+};
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_TENANTS_H_

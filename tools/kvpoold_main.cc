@@ -1,0 +1,235 @@
+// kvpoold: the pool daemon. Parses settings (machine defaults < config file < flags),
+// locks the data directory, opens the store, serves until SIGTERM/SIGINT.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/units.h"
+#include "engine/tiered_store.h"
+#include "kvpool/store.h"
+#include "server/config.h"
+#include "server/server.h"
+
+namespace {
+
+using kvpool::server::DaemonConfig;
+
+constexpr char kUsage[] = R"(kvpoold - the kvpool pool daemon: serves a tiered KV-cache block store (DRAM +
+flash) over the native protocol (TCP and a same-host Unix socket with shared
+memory) and over RESP2 (Redis clients work unchanged).
+
+usage: kvpoold [options]
+
+With no options it starts on the embedded defaults: native protocol on
+127.0.0.1:7400, RESP on 127.0.0.1:7401, Unix socket kvpool-data/kvpoold.sock,
+DRAM tier a quarter of MemAvailable, flash tier kvpool-data/flash.kvpool.
+Settings apply in order: machine defaults, then --config FILE, then flags.
+
+options:
+  --config FILE          TOML file with [server], [store] and [[tenant]] tables
+  --data-dir DIR         lock file, socket and flash file live here (kvpool-data)
+  --listen ADDR          native TCP address, host:port ("off" to disable)
+  --resp-listen ADDR     RESP2 address, host:port ("off" to disable)
+  --unix-socket PATH     same-host socket path ("off" to disable)
+  --dram SIZE            DRAM tier, e.g. 8GiB
+  --flash SIZE           flash tier size (0: DRAM only)
+  --flash-path PATH      flash file or block device
+  --max-value SIZE       largest block accepted
+  --max-batch N          items per request
+  --max-connections N    open connections allowed
+  --reactors N           event-loop threads (default: one per core)
+  --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
+  --print-config         print the settings that would be used, and exit
+  --help                 this text
+
+config file settings (TOML; sizes as integers or strings like "16MiB"):
+%s
+  [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"]
+      With tenants, a client's HELLO must carry a token whose tenant lists the
+      namespace ('*' ends a prefix); RESP clients must AUTH with a token that
+      opens server.resp_namespace. Without tenants the pool is open.
+
+Signals: SIGTERM or SIGINT stop it cleanly. A second kvpoold on the same data
+directory is refused.
+)";
+
+void Log(const std::string& msg) {
+  char ts[32];
+  time_t now = time(nullptr);
+  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  std::fprintf(stderr, "%s kvpoold[%d]: %s\n", ts, getpid(), msg.c_str());
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "kvpoold: %s\n(kvpoold --help for usage)\n", msg.c_str());
+  return 2;
+}
+
+std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data_dir = "kvpool-data", config_file;
+  bool print_config = false;
+  for (int i = 1; i < argc; ++i) {  // data dir and config first: they shape the defaults
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, kvpool::server::DescribeSettings().c_str());
+      return 0;
+    }
+    if (a == "--data-dir" && i + 1 < argc) data_dir = argv[i + 1];
+    if (a == "--config" && i + 1 < argc) config_file = argv[i + 1];
+  }
+  DaemonConfig c = kvpool::server::MachineDefaults(data_dir);
+  if (!config_file.empty()) {
+    std::ifstream f(config_file);
+    if (!f) return Fail("cannot read config file " + config_file + ": " + std::strerror(errno));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (auto s = kvpool::server::ApplyToml(ss.str(), &c); !s.ok()) {
+      return Fail(config_file + ": " + std::string(s.message()));
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    auto size = [&](uint64_t* out) -> bool {
+      const char* v = value();
+      if (!v) return false;
+      auto n = kvpool::ParseSize(v);
+      if (!n.ok()) return false;
+      *out = *n;
+      return true;
+    };
+    uint64_t n = 0;
+    if (a == "--config" || a == "--data-dir") {
+      if (!value()) return Fail(a + " needs a value");
+      if (a == "--data-dir") c.data_dir = argv[i];
+    } else if (a == "--listen" || a == "--resp-listen" || a == "--unix-socket" ||
+               a == "--flash-path" || a == "--ready-file") {
+      const char* v = value();
+      if (!v) return Fail(a + " needs a value");
+      if (a == "--listen") c.server.listen = OffOr(v);
+      if (a == "--resp-listen") c.server.resp_listen = OffOr(v);
+      if (a == "--unix-socket") {
+        c.server.unix_path = OffOr(v);
+        c.unix_socket = !c.server.unix_path.empty();
+      }
+      if (a == "--flash-path") c.store.flash_path = v;
+      if (a == "--ready-file") c.ready_file = v;
+    } else if (a == "--dram") {
+      if (!size(&c.store.dram_bytes)) return Fail("--dram: a size such as 4GiB");
+    } else if (a == "--flash") {
+      if (!size(&c.store.flash_bytes)) return Fail("--flash: a size such as 16GiB, or 0");
+    } else if (a == "--max-value") {
+      if (!size(&c.store.max_value_bytes)) return Fail("--max-value: a size");
+      c.server.limits.max_value_bytes = c.store.max_value_bytes;
+    } else if (a == "--max-batch") {
+      if (!size(&n) || n == 0 || n > 65536) return Fail("--max-batch: 1..65536");
+      c.server.limits.max_batch = n;
+    } else if (a == "--max-connections") {
+      if (!size(&n) || n == 0) return Fail("--max-connections: a positive count");
+      c.server.max_connections = static_cast<unsigned>(n);
+    } else if (a == "--reactors") {
+      if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
+      c.server.reactors = static_cast<unsigned>(n);
+    } else if (a == "--print-config") {
+      print_config = true;
+    } else {
+      return Fail("unknown option '" + a + "'");
+    }
+  }
+  // Derived settings.
+  c.store.max_value_bytes = std::min(c.store.max_value_bytes, c.store.dram_bytes / 2);
+  c.server.limits.max_value_bytes = c.store.max_value_bytes;
+  if (c.unix_socket && c.server.unix_path.empty()) c.server.unix_path = c.data_dir + "/kvpoold.sock";
+  if (c.store.flash_bytes == 0) {
+    c.store.flash_path.clear();
+  } else if (c.store.flash_path.empty()) {
+    c.store.flash_path = c.data_dir + "/flash.kvpool";
+  }
+  if (kvpool::Status s = c.store.Validate(); !s.ok()) return Fail(std::string(s.message()));
+
+  std::ostringstream summary;
+  summary << "native=" << (c.server.listen.empty() ? "off" : c.server.listen)
+          << " resp=" << (c.server.resp_listen.empty() ? "off" : c.server.resp_listen)
+          << " unix=" << (c.server.unix_path.empty() ? "off" : c.server.unix_path)
+          << " dram=" << kvpool::FormatSize(c.store.dram_bytes) << " flash="
+          << (c.store.flash_path.empty() ? "off"
+                                         : kvpool::FormatSize(c.store.flash_bytes) + " at " +
+                                               c.store.flash_path)
+          << " max_value=" << kvpool::FormatSize(c.store.max_value_bytes)
+          << " max_batch=" << c.server.limits.max_batch
+          << " tenants=" << c.server.tenants.size();
+  if (print_config) {
+    std::printf("%s\n", summary.str().c_str());
+    return 0;
+  }
+
+  if (::mkdir(c.data_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Fail("cannot create data directory " + c.data_dir + ": " + std::strerror(errno));
+  }
+  std::string lock_path = c.data_dir + "/LOCK";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return Fail("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    (void)!::pread(lock, pid, sizeof(pid) - 1, 0);
+    return Fail("data directory " + c.data_dir + " is in use by another kvpoold (pid " +
+                std::string(pid, strcspn(pid, "\n")) + "); stop it or pick another --data-dir");
+  }
+  std::string pid = std::to_string(getpid()) + "\n";
+  (void)!::ftruncate(lock, 0);
+  (void)!::pwrite(lock, pid.data(), pid.size(), 0);
+
+  // Signals are taken by sigwait in this thread only; every thread started below inherits
+  // the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Log("starting: " + summary.str());
+  auto store = kvpool::Store::Open(c.store);
+  if (!store.ok()) return Fail("cannot open the store: " + store.status().ToString());
+  auto server = kvpool::server::Server::Start(c.server, store->get());
+  if (!server.ok()) return Fail("cannot listen: " + server.status().ToString());
+  auto& srv = *server;
+  Log("listening: native port " + std::to_string(srv->port()) + ", resp port " +
+      std::to_string(srv->resp_port()) + ", " + std::to_string(srv->reactor_count()) +
+      " reactors");
+  if (!c.ready_file.empty()) {
+    std::string tmp = c.ready_file + ".tmp";
+    std::ofstream f(tmp);
+    f << "{\"pid\": " << getpid() << ", \"port\": " << srv->port()
+      << ", \"resp_port\": " << srv->resp_port() << ", \"unix\": \"" << c.server.unix_path
+      << "\"}\n";
+    f.close();
+    std::rename(tmp.c_str(), c.ready_file.c_str());
+  }
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  Log(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  srv->Stop();
+  kvpool::server::ServerStats ss = srv->GetStats();
+  Log("served " + std::to_string(ss.requests) + " requests on " +
+      std::to_string(ss.connections_accepted) + " connections; stopped");
+  server->reset();
+  store->reset();
+  ::close(lock);
+  return 0;
+}
