@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "common/units.h"
+#include "client_cli.h"
+#include "net_bench.h"
 #include "replay.h"
 #include "trace.h"
 
@@ -21,6 +23,10 @@ usage: kvpool <command> [options]
 commands:
   replay    replay a request trace against an embedded store (DRAM + flash tiers) and,
             for comparison, against a plain LRU of equal capacity; prints a table
+  put, get, del, exists, stat, ping
+            one operation against a running kvpoold (see below)
+  bench     kvpoold beside redis-server, memcached, file-per-block+fsync, TCP echo and
+            memcpy, in one run (kvpool bench --help)
   help      this text
 
 kvpool replay [options]
@@ -146,8 +152,14 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
+    std::fputs(kvpool::tools::kClientUsage, stdout);
     return 0;
   }
   if (cmd == "replay") return Replay(argc - 2, argv + 2);
+  if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
+  if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
+      cmd == "ping") {
+    return kvpool::tools::ClientCommand(cmd, argc - 2, argv + 2);
+  }
   return Fail("unknown command " + cmd);
 }

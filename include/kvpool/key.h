@@ -42,6 +42,12 @@ std::vector<BlockKey> ChainKeys(const BlockKey& parent, std::span<const uint32_t
 // One chain step: the key of a block with these tokens whose parent is `parent`.
 BlockKey ChildKey(const BlockKey& parent, std::span<const uint32_t> tokens);
 
+// A key named by arbitrary bytes (a string key, as RESP and the CLI use):
+// XXH3_128bits(bytes), hi = high64. The all-zero result maps to {0, 1}.
+BlockKey KeyFromBytes(std::string_view bytes);
+// 32 hex digits (as ToHex writes) -> that key; anything else -> KeyFromBytes(text).
+BlockKey ParseKey(std::string_view text);
+
 struct BlockKeyHash {
   size_t operator()(const BlockKey& k) const { return k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull); }
 };

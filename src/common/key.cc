@@ -63,4 +63,25 @@ std::vector<BlockKey> ChainKeys(const BlockKey& parent, std::span<const uint32_t
   return keys;
 }
 
+BlockKey KeyFromBytes(std::string_view bytes) {
+  return FromHash(XXH3_128bits(bytes.data(), bytes.size()));
+}
+
+BlockKey ParseKey(std::string_view text) {
+  if (text.size() == 32) {
+    BlockKey k;
+    bool hex = true;
+    for (size_t i = 0; i < 32 && hex; ++i) {
+      char c = text[i];
+      int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (v < 0) hex = false;
+      uint64_t& half = i < 16 ? k.hi : k.lo;
+      half = (half << 4) | static_cast<uint64_t>(v < 0 ? 0 : v);
+    }
+    if (hex && !k.empty()) return k;
+  }
+  return KeyFromBytes(text);
+}
+
 }  // namespace kvpool

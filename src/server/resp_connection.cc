@@ -1,7 +1,6 @@
 #include "server/resp_connection.h"
 
 #include <sys/socket.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -128,10 +127,7 @@ void RespConnection::ReplyBulk(std::string_view s) {
 }
 
 BlockKey RespConnection::KeyOf(std::string_view key) const {
-  XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
-  BlockKey k{h.high64, h.low64};
-  if (k.empty()) k.lo = 1;
-  return scope_.Key(k);
+  return scope_.Key(KeyFromBytes(key));
 }
 
 void RespConnection::ReplyValue(std::string_view key) {

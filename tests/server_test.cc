@@ -1,0 +1,495 @@
+// Integration tests: a real kvpoold on loopback, driven by the client library and by raw
+// sockets speaking (and breaking) the protocol.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/crc32c.h"
+#include "daemon.h"
+#include "kvpool/client.h"
+#include "net/protocol.h"
+#include "net/socket.h"
+
+namespace kvpool {
+namespace {
+
+using testing::Daemon;
+
+std::string TempDir() {
+  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  std::string t = base + "/kvpoold-test-XXXXXX";
+  char* d = mkdtemp(t.data());
+  return d ? std::string(d) : base;
+}
+
+std::vector<std::byte> Value(const BlockKey& k, size_t size, uint32_t version = 0) {
+  std::vector<std::byte> v(size);
+  uint64_t x = k.lo ^ (k.hi * 31) ^ version;
+  for (size_t i = 0; i < size; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = static_cast<std::byte>(x >> 56);
+  }
+  return v;
+}
+
+std::unique_ptr<Client> Connect(const std::string& address, const std::string& ns = "test",
+                                const std::string& token = "", uint64_t shm = 0) {
+  ClientOptions o;
+  o.address = address;
+  o.ns = ns;
+  o.token = token;
+  o.shared_memory_bytes = shm;
+  o.request_timeout_ms = 5000;
+  auto c = Client::Create(o);
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    daemon_ = std::make_unique<Daemon>(dir_);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  void StartOrDie(const std::vector<std::string>& extra = {}) {
+    ASSERT_TRUE(daemon_->Start(extra)) << daemon_->output();
+  }
+  std::string dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+// A raw protocol connection for frames the client library would never send.
+class Raw {
+ public:
+  explicit Raw(int port) {
+    auto fd = net::Connect(net::Address{false, "127.0.0.1", static_cast<uint16_t>(port), {}}, 2000);
+    if (fd.ok()) fd_ = std::move(fd).value();
+    timeval tv{5, 0};
+    setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  bool Send(std::span<const std::byte> bytes) {
+    return ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  std::vector<std::byte> Frame(net::Op op, uint32_t count, const std::vector<std::byte>& meta,
+                               uint64_t data_len, uint64_t id = 1) {
+    net::Header h;
+    h.opcode = static_cast<uint8_t>(op);
+    h.count = count;
+    h.request_id = id;
+    h.meta_len = static_cast<uint32_t>(meta.size());
+    h.data_len = data_len;
+    std::vector<std::byte> f(net::kHeaderBytes);
+    net::SealHeader(h, meta, f.data());
+    f.insert(f.end(), meta.begin(), meta.end());
+    return f;
+  }
+  bool Hello(const std::string& ns = "test", const std::string& token = "") {
+    std::vector<std::byte> meta;
+    net::AppendHello(meta, net::HelloRequest{ns, token, 0, 0});
+    if (!Send(Frame(net::Op::kHello, 0, meta, 0))) return false;
+    net::Header h;
+    return Read(&h) && h.flags == 0;
+  }
+  // Reads one response (header, meta, data); false on close or timeout.
+  bool Read(net::Header* h, std::vector<std::byte>* meta = nullptr, std::string* data = nullptr) {
+    std::byte raw[net::kHeaderBytes];
+    if (!ReadAll(raw, sizeof(raw))) return false;
+    *h = net::DecodeHeader(raw);
+    std::vector<std::byte> m(h->meta_len);
+    std::string d(h->data_len, '\0');
+    if (!ReadAll(m.data(), m.size()) || !ReadAll(d.data(), d.size())) return false;
+    if (meta) *meta = m;
+    if (data) *data = d;
+    return true;
+  }
+  bool Closed() {  // true once the server has closed this connection
+    std::byte b;
+    return ::recv(fd_.get(), &b, 1, 0) == 0;
+  }
+
+ private:
+  bool ReadAll(void* p, size_t n) {
+    auto* b = static_cast<std::byte*>(p);
+    while (n > 0) {
+      ssize_t got = ::recv(fd_.get(), b, n, 0);
+      if (got <= 0) return false;
+      b += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+  net::Fd fd_;
+};
+
+TEST_F(ServerTest, PutGetExistsEraseMatchOverTcp) {
+  StartOrDie();
+  auto c = Connect(daemon_->tcp_address());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Ping().ok());
+  BlockKey root = NamespaceRoot("test");
+  std::vector<uint32_t> tokens(64);
+  for (uint32_t i = 0; i < 64; ++i) tokens[i] = i * 7;
+  std::vector<BlockKey> chain = ChainKeys(root, tokens, 16);  // 4 blocks
+  for (size_t i = 0; i < 3; ++i) {
+    auto v = Value(chain[i], 20000 + i);
+    ASSERT_TRUE(c->Put(chain[i], v, {.parent = i ? chain[i - 1] : BlockKey{}}).ok());
+  }
+  EXPECT_EQ(c->Put(chain[0], Value(chain[0], 20000)).code(), Code::kExists);
+  auto m = c->MatchPrefix(chain);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m, 3u);
+  std::vector<std::byte> buf(30000);
+  for (size_t i = 0; i < 3; ++i) {
+    auto got = c->Get(chain[i], buf);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto want = Value(chain[i], 20000 + i);
+    ASSERT_EQ(*got, want.size());
+    EXPECT_EQ(0, std::memcmp(buf.data(), want.data(), want.size()));
+  }
+  EXPECT_TRUE(c->Get(chain[3], buf).status().IsNotFound());
+  std::vector<std::byte> small(100);
+  EXPECT_EQ(c->Get(chain[0], small).status().code(), Code::kBufferTooSmall);
+  // Overwrite replaces; erase removes.
+  auto v2 = Value(chain[1], 5000, 2);
+  ASSERT_TRUE(c->Put(chain[1], v2, {.parent = chain[0], .overwrite = true}).ok());
+  auto got = c->Get(chain[1], buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 5000u);
+  EXPECT_EQ(0, std::memcmp(buf.data(), v2.data(), v2.size()));
+  EXPECT_TRUE(c->Exists(chain[2]));
+  ASSERT_TRUE(c->Erase(chain[2]).ok());
+  EXPECT_FALSE(c->Exists(chain[2]));
+  EXPECT_TRUE(c->Erase(chain[2]).IsNotFound());
+  auto stats = c->ServerStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_NE(stats->find("requests:"), std::string::npos) << *stats;
+}
+
+TEST_F(ServerTest, BatchesLargerThanTheServerLimitAreSplit) {
+  StartOrDie({"--max-batch", "8"});
+  auto c = Connect(daemon_->tcp_address());
+  std::vector<std::vector<std::byte>> values;
+  std::vector<PutOp> puts;
+  for (uint64_t i = 0; i < 50; ++i) {
+    BlockKey k{i + 1, i * 3 + 1};
+    values.push_back(Value(k, 1000 + i * 10));
+  }
+  for (uint64_t i = 0; i < 50; ++i) puts.push_back(PutOp{BlockKey{i + 1, i * 3 + 1}, values[i], {}, {}});
+  ASSERT_TRUE(c->PutBatch(puts).ok());
+  for (const PutOp& p : puts) EXPECT_TRUE(p.status.ok()) << p.status.ToString();
+  std::vector<std::vector<std::byte>> bufs(51, std::vector<std::byte>(4096));
+  std::vector<GetOp> gets(51);
+  for (uint64_t i = 0; i < 51; ++i) {
+    gets[i].key = BlockKey{i + 1, i * 3 + 1};
+    gets[i].buffer = bufs[i];
+  }
+  ASSERT_TRUE(c->GetBatch(gets).ok());
+  for (uint64_t i = 0; i < 50; ++i) {
+    ASSERT_TRUE(gets[i].status.ok()) << i;
+    ASSERT_EQ(gets[i].size, values[i].size());
+    EXPECT_EQ(0, std::memcmp(bufs[i].data(), values[i].data(), values[i].size()));
+  }
+  EXPECT_TRUE(gets[50].status.IsNotFound());
+}
+
+TEST_F(ServerTest, SharedMemoryPathMovesValuesOutsideTheSocket) {
+  StartOrDie();
+  auto c = Connect(daemon_->unix_address(), "test", "", 8 << 20);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Ping().ok());
+  std::span<std::byte> shm = c->shared_memory();
+  ASSERT_EQ(shm.size(), 8u << 20);
+  BlockKey a{1, 2}, b{3, 4};
+  auto va = Value(a, 1 << 20), vb = Value(b, 300000);
+  std::memcpy(shm.data(), va.data(), va.size());  // put from the region
+  ASSERT_TRUE(c->Put(a, shm.subspan(0, va.size())).ok());
+  ASSERT_TRUE(c->Put(b, vb).ok());  // put from ordinary memory: over the socket
+  std::span<std::byte> dst = shm.subspan(2 << 20, 2 << 20);
+  auto got = c->Get(a, dst);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(*got, va.size());
+  EXPECT_EQ(0, std::memcmp(dst.data(), va.data(), va.size()));
+  std::vector<std::byte> ordinary(400000);
+  got = c->Get(b, ordinary);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(0, std::memcmp(ordinary.data(), vb.data(), vb.size()));
+  // The same blocks over TCP (same namespace): one store behind both paths.
+  auto tcp = Connect(daemon_->tcp_address());
+  std::vector<std::byte> buf(1 << 20);
+  got = tcp->Get(a, buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(0, std::memcmp(buf.data(), va.data(), va.size()));
+}
+
+TEST_F(ServerTest, ConcurrentClientsSeeOnlyTheirOwnCorrectData) {
+  StartOrDie();
+  constexpr int kThreads = 8, kOps = 300;
+  std::atomic<int> wrong{0}, hits{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = Connect(daemon_->tcp_address());
+      std::mt19937_64 rng(t);
+      std::vector<std::byte> buf(70000);
+      for (int i = 0; i < kOps; ++i) {
+        BlockKey k{static_cast<uint64_t>(rng() % 64 + 1), 77};  // shared keys, write-once
+        size_t size = 1000 + (k.hi * 997) % 60000;
+        if (rng() % 2) {
+          Status s = c->Put(k, Value(k, size));
+          if (!s.ok() && s.code() != Code::kExists) ++failures;
+        } else {
+          auto got = c->Get(k, buf);
+          if (got.ok()) {
+            ++hits;
+            auto want = Value(k, size);
+            if (*got != size || std::memcmp(buf.data(), want.data(), size) != 0) ++wrong;
+          } else if (!got.status().IsNotFound()) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(hits.load(), kThreads * kOps / 4);
+}
+
+TEST_F(ServerTest, PipelinedTicketsCompleteInOrder) {
+  StartOrDie();
+  auto c = Connect(daemon_->tcp_address());
+  constexpr int kN = 40;
+  std::vector<std::vector<std::byte>> values;
+  std::vector<std::vector<PutOp>> puts(kN);
+  for (int i = 0; i < kN; ++i) values.push_back(Value(BlockKey{9, uint64_t(i + 1)}, 8192 + i));
+  std::vector<Client::Ticket> tickets;
+  for (int i = 0; i < kN; ++i) {
+    puts[i].push_back(PutOp{BlockKey{9, uint64_t(i + 1)}, values[i], {}, {}});
+    auto t = c->SubmitPut(puts[i]);
+    ASSERT_TRUE(t.ok());
+    tickets.push_back(*t);
+  }
+  std::vector<std::vector<std::byte>> bufs(kN, std::vector<std::byte>(9000));
+  std::vector<std::vector<GetOp>> gets(kN, std::vector<GetOp>(1));
+  for (int i = 0; i < kN; ++i) {
+    gets[i][0].key = BlockKey{9, uint64_t(i + 1)};
+    gets[i][0].buffer = bufs[i];
+    auto t = c->SubmitGet(gets[i]);
+    ASSERT_TRUE(t.ok());
+    tickets.push_back(*t);
+  }
+  for (size_t i = 1; i < tickets.size(); ++i) EXPECT_GT(tickets[i], tickets[i - 1]);
+  ASSERT_TRUE(c->Wait(tickets.back()).ok());  // completes every earlier ticket too
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_TRUE(puts[i][0].status.ok());
+    ASSERT_TRUE(gets[i][0].status.ok()) << i;
+    EXPECT_EQ(0, std::memcmp(bufs[i].data(), values[i].data(), values[i].size()));
+  }
+}
+
+TEST_F(ServerTest, LimitsAnswerWithClearCodesAndKeepTheConnection) {
+  StartOrDie({"--max-value", "1MiB", "--max-batch", "4"});
+  auto c = Connect(daemon_->tcp_address());
+  std::vector<std::byte> big(2 << 20), ok(1000);
+  EXPECT_EQ(c->Put(BlockKey{1, 1}, big).code(), Code::kTooLarge);
+  EXPECT_TRUE(c->Put(BlockKey{1, 2}, ok).ok());  // the connection is still good
+  // A frame over max_batch (the client library splits, so use a raw socket).
+  Raw raw(daemon_->port());
+  ASSERT_TRUE(raw.Hello());
+  std::vector<std::byte> meta;
+  for (int i = 0; i < 5; ++i) net::AppendKey(meta, BlockKey{1, uint64_t(i + 1)});
+  ASSERT_TRUE(raw.Send(raw.Frame(net::Op::kExists, 5, meta, 0, 7)));
+  net::Header h;
+  std::string msg;
+  ASSERT_TRUE(raw.Read(&h, nullptr, &msg));
+  EXPECT_EQ(h.flags, static_cast<uint16_t>(Code::kTooLarge));
+  EXPECT_EQ(h.request_id, 7u);
+  EXPECT_NE(msg.find("max_batch"), std::string::npos) << msg;
+  ASSERT_TRUE(raw.Send(raw.Frame(net::Op::kPing, 0, {}, 0, 8)));
+  ASSERT_TRUE(raw.Read(&h));
+  EXPECT_EQ(h.flags, 0);
+  EXPECT_EQ(h.request_id, 8u);
+}
+
+TEST_F(ServerTest, MalformedFramesDropOnlyThatConnection) {
+  StartOrDie();
+  auto good = Connect(daemon_->tcp_address());
+  ASSERT_TRUE(good->Put(BlockKey{5, 5}, Value(BlockKey{5, 5}, 4096)).ok());
+  {  // garbage
+    Raw raw(daemon_->port());
+    std::vector<std::byte> junk(100, std::byte{0x41});
+    ASSERT_TRUE(raw.Send(junk));
+    net::Header h;
+    std::string msg;
+    if (raw.Read(&h, nullptr, &msg)) EXPECT_NE(h.flags, 0);  // an error frame, then close
+    EXPECT_TRUE(raw.Closed());
+  }
+  {  // a corrupted CRC
+    Raw raw(daemon_->port());
+    ASSERT_TRUE(raw.Hello());
+    auto f = raw.Frame(net::Op::kPing, 0, {}, 0);
+    f[12] ^= std::byte{1};  // request id changed after sealing
+    ASSERT_TRUE(raw.Send(f));
+    net::Header h;
+    std::string msg;
+    ASSERT_TRUE(raw.Read(&h, nullptr, &msg));
+    EXPECT_EQ(h.flags, static_cast<uint16_t>(Code::kCorruption)) << msg;
+    EXPECT_TRUE(raw.Closed());
+  }
+  {  // meta that does not match the count; a request before HELLO
+    Raw raw(daemon_->port());
+    ASSERT_TRUE(raw.Hello());
+    std::vector<std::byte> meta(17);
+    ASSERT_TRUE(raw.Send(raw.Frame(net::Op::kGet, 1, meta, 0)));
+    net::Header h;
+    ASSERT_TRUE(raw.Read(&h));
+    EXPECT_EQ(h.flags, static_cast<uint16_t>(Code::kInvalidArgument));
+    EXPECT_TRUE(raw.Closed());
+    Raw early(daemon_->port());
+    ASSERT_TRUE(early.Send(early.Frame(net::Op::kPing, 0, {}, 0)));
+    ASSERT_TRUE(early.Read(&h));
+    EXPECT_EQ(h.flags, static_cast<uint16_t>(Code::kRefused));
+  }
+  std::vector<std::byte> buf(4096);
+  EXPECT_TRUE(good->Get(BlockKey{5, 5}, buf).ok());  // the others never noticed
+}
+
+TEST_F(ServerTest, ClientsThatVanishMidRequestLeaveNothingBehind) {
+  StartOrDie();
+  BlockKey k{42, 42};
+  for (int round = 0; round < 20; ++round) {  // 20 half-sent 1 MiB puts: slots released
+    Raw raw(daemon_->port());
+    ASSERT_TRUE(raw.Hello());
+    std::vector<std::byte> meta;
+    net::PutItem it;
+    it.key = k;
+    it.len = 1 << 20;
+    net::AppendPutItem(meta, it);
+    auto f = raw.Frame(net::Op::kPut, 1, meta, it.len);
+    f.resize(f.size() + 300000, std::byte{1});
+    ASSERT_TRUE(raw.Send(f));
+  }  // closed here, mid-value
+  {  // a client that asks for a lot and never reads
+    auto c = Connect(daemon_->tcp_address());
+    ASSERT_TRUE(c->Put(BlockKey{43, 1}, Value(BlockKey{43, 1}, 4 << 20)).ok());
+    Raw raw(daemon_->port());
+    ASSERT_TRUE(raw.Hello());
+    std::vector<std::byte> meta;
+    for (int i = 0; i < 64; ++i) net::AppendGetItem(meta, net::GetItem{BlockKey{43, 1}, 8 << 20, net::kInline});
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(raw.Send(raw.Frame(net::Op::kGet, 64, meta, 0, i + 1)));
+  }
+  auto c = Connect(daemon_->tcp_address());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(c->Exists(k));  // nothing half-written became visible
+  auto v = Value(k, 1 << 20);
+  ASSERT_TRUE(c->Put(k, v).ok());  // and the 64 MiB DRAM tier was not leaked away
+  std::vector<std::byte> buf(1 << 20);
+  ASSERT_TRUE(c->Get(k, buf).ok());
+  EXPECT_EQ(0, std::memcmp(buf.data(), v.data(), v.size()));
+}
+
+TEST_F(ServerTest, RestartGivesMissesThenRecovers) {
+  StartOrDie();
+  int port = daemon_->port();
+  auto c = Connect(daemon_->tcp_address());
+  BlockKey k{7, 7};
+  ASSERT_TRUE(c->Put(k, Value(k, 10000)).ok());
+  EXPECT_EQ(daemon_->Stop(), 0);  // SIGTERM: a clean exit
+  std::vector<std::byte> buf(10000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = c->Get(k, buf);
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
+  EXPECT_FALSE(c->Exists(k));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));  // no hang
+  ASSERT_TRUE(daemon_->Start({}, "127.0.0.1:" + std::to_string(port))) << daemon_->output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the reconnect backoff
+  got = c->Get(k, buf);
+  EXPECT_TRUE(got.status().IsNotFound()) << got.status().ToString();  // back, empty
+  ASSERT_TRUE(c->Put(k, Value(k, 10000)).ok());
+  EXPECT_TRUE(c->Get(k, buf).ok());
+}
+
+TEST_F(ServerTest, UnreachableServerAnswersUnavailableQuickly) {
+  ClientOptions o;
+  o.address = "127.0.0.1:1";  // nothing listens on port 1
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok());
+  std::vector<std::byte> buf(100);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ((*c)->Get(BlockKey{1, 1}, buf).status().code(), Code::kUnavailable);
+  }
+  std::vector<PutOp> puts(3, PutOp{BlockKey{1, 1}, buf, {}, {}});
+  EXPECT_EQ((*c)->PutBatch(puts).code(), Code::kUnavailable);
+  for (const PutOp& p : puts) EXPECT_EQ(p.status.code(), Code::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  ClientOptions bad;
+  bad.address = "nonsense";
+  EXPECT_FALSE(Client::Create(bad).ok());
+}
+
+TEST_F(ServerTest, TokensAndNamespacesIsolateTenants) {
+  std::string config = dir_ + "/kvpoold.toml";
+  std::ofstream(config) << "[server]\nmax_batch = 64\n\n"
+                           "[[tenant]]\nname = \"a\"\ntoken = \"alpha-secret\"\n"
+                           "namespaces = [\"a/*\", \"shared\"]\n\n"
+                           "[[tenant]]\nname = \"b\"\ntoken = \"beta-secret\"\nnamespaces = [\"b/*\", \"shared\"]\n";
+  StartOrDie({"--config", config});
+  auto wrong = Connect(daemon_->tcp_address(), "a/llama", "nope");
+  EXPECT_EQ(wrong->Put(BlockKey{1, 1}, Value(BlockKey{1, 1}, 100)).code(), Code::kRefused);
+  auto other_ns = Connect(daemon_->tcp_address(), "b/llama", "alpha-secret");
+  EXPECT_EQ(other_ns->Put(BlockKey{1, 1}, Value(BlockKey{1, 1}, 100)).code(), Code::kRefused);
+  auto a = Connect(daemon_->tcp_address(), "a/llama", "alpha-secret");
+  auto b = Connect(daemon_->tcp_address(), "b/llama", "beta-secret");
+  BlockKey k{11, 11};
+  ASSERT_TRUE(a->Put(k, Value(k, 100, 1)).ok());
+  EXPECT_FALSE(b->Exists(k));  // the same 16 bytes name different blocks
+  ASSERT_TRUE(b->Put(k, Value(k, 200, 2)).ok());
+  std::vector<std::byte> buf(1000);
+  auto got = a->Get(k, buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 100u);
+  // A shared namespace is one keyspace for both tenants.
+  auto sa = Connect(daemon_->tcp_address(), "shared", "alpha-secret");
+  auto sb = Connect(daemon_->tcp_address(), "shared", "beta-secret");
+  ASSERT_TRUE(sa->Put(k, Value(k, 300, 3)).ok());
+  got = sb->Get(k, buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 300u);
+  // Nothing leaked to the refused connection: even a raw frame after a refused HELLO closes.
+  Raw raw(daemon_->port());
+  EXPECT_FALSE(raw.Hello("a/llama", "nope"));
+  EXPECT_TRUE(raw.Closed());
+}
+
+TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {
+  StartOrDie();
+  std::string out;
+  int rc = Daemon::RunToExit({"--data-dir", dir_, "--dram", "64MiB", "--flash", "0", "--listen",
+                              "127.0.0.1:0", "--resp-listen", "off"},
+                             &out);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("in use by another kvpoold"), std::string::npos) << out;
+  rc = Daemon::RunToExit({"--dram", "lots"}, &out);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("--dram"), std::string::npos) << out;
+  rc = Daemon::RunToExit({"--help"}, &out);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("store.dram_bytes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvpool

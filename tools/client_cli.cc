@@ -1,0 +1,140 @@
+// kvpool put/get/del/exists/stat/ping: one operation against a kvpoold.
+#include "client_cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+
+namespace kvpool::tools {
+namespace {
+
+int Usage(const std::string& msg) {
+  std::fprintf(stderr, "kvpool: %s\n(kvpool --help for usage)\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
+
+const char kClientUsage[] = R"(
+kvpool put KEY [FILE]     store FILE (default: stdin) under KEY
+kvpool get KEY [FILE]     write KEY's value to FILE (default: stdout); exit 1 on a miss
+kvpool del KEY            erase KEY; exit 1 if it was not held
+kvpool exists KEY...      print held/missing per key; exit 1 if any is missing
+kvpool stat               the server's counters
+kvpool ping               round trip to the server
+  KEY is 32 hex digits (a block key, as ChainKeys derives) or any other string,
+  which is hashed (XXH3-128) into a key.
+  --server ADDR           host:port or unix:/path (default 127.0.0.1:7400, or $KVPOOL_SERVER)
+  --ns NAME               namespace (default "default")
+  --token T               access token (default $KVPOOL_TOKEN)
+  --overwrite             put: replace a held value (default: keep it, exit 1)
+  --timeout-ms N          per request (default 5000)
+)";
+
+int ClientCommand(const std::string& cmd, int argc, char** argv) {
+  ClientOptions o;
+  if (const char* s = std::getenv("KVPOOL_SERVER")) o.address = s;
+  if (const char* t = std::getenv("KVPOOL_TOKEN")) o.token = t;
+  bool overwrite = false;
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "--server" || a == "--ns" || a == "--token" || a == "--timeout-ms") {
+      const char* v = value();
+      if (!v) return Usage(a + " needs a value");
+      if (a == "--server") o.address = v;
+      if (a == "--ns") o.ns = v;
+      if (a == "--token") o.token = v;
+      if (a == "--timeout-ms") o.request_timeout_ms = o.connect_timeout_ms = std::atoi(v);
+    } else if (a == "--overwrite") {
+      overwrite = true;
+    } else if (a.starts_with("--")) {
+      return Usage("unknown option " + a);
+    } else {
+      args.push_back(a);
+    }
+  }
+  auto client = Client::Create(o);
+  if (!client.ok()) return Usage(client.status().ToString());
+  Client& c = **client;
+  auto report = [&](const Status& s) {
+    std::fprintf(stderr, "kvpool %s: %s\n", cmd.c_str(), s.ToString().c_str());
+    return s.IsNotFound() || s.code() == Code::kExists ? 1 : 3;
+  };
+  if (cmd == "ping") {
+    Status s = c.Ping();
+    if (!s.ok()) return report(s);
+    std::printf("pong from %s\n", o.address.c_str());
+    return 0;
+  }
+  if (cmd == "stat") {
+    auto text = c.ServerStats();
+    if (!text.ok()) return report(text.status());
+    std::fputs(text->c_str(), stdout);
+    return 0;
+  }
+  if (args.empty()) return Usage(cmd + " needs a KEY");
+  if (cmd == "put") {
+    if (args.size() > 2) return Usage("put KEY [FILE]");
+    std::vector<char> data;
+    if (args.size() == 2) {
+      std::ifstream f(args[1], std::ios::binary);
+      if (!f) return Usage("cannot read " + args[1]);
+      data.assign(std::istreambuf_iterator<char>(f), {});
+    } else {
+      data.assign(std::istreambuf_iterator<char>(std::cin), {});
+    }
+    Status s = c.Put(ParseKey(args[0]), std::as_bytes(std::span(data)),
+                     PutOptions{.parent = {}, .overwrite = overwrite});
+    if (!s.ok()) return report(s);
+    std::fprintf(stderr, "stored %zu bytes under %s\n", data.size(), ParseKey(args[0]).ToHex().c_str());
+    return 0;
+  }
+  if (cmd == "get") {
+    if (args.size() > 2) return Usage("get KEY [FILE]");
+    std::vector<std::byte> buf(1 << 20);
+    GetOp op;
+    op.key = ParseKey(args[0]);
+    for (int attempt = 0; attempt < 2; ++attempt) {  // once more if the buffer was small
+      op.buffer = buf;
+      Status s = c.GetBatch(std::span<GetOp>(&op, 1));
+      if (!s.ok()) return report(s);
+      if (op.status.code() != Code::kBufferTooSmall) break;
+      buf.resize(op.size);
+    }
+    if (!op.status.ok()) return report(op.status);
+    FILE* out = args.size() == 2 ? std::fopen(args[1].c_str(), "wb") : stdout;
+    if (!out) return Usage("cannot write " + args[1]);
+    std::fwrite(buf.data(), 1, op.size, out);
+    if (out != stdout) std::fclose(out);
+    return 0;
+  }
+  if (cmd == "del") {
+    Status s = c.Erase(ParseKey(args[0]));
+    return s.ok() ? 0 : report(s);
+  }
+  if (cmd == "exists") {
+    std::vector<KeyOp> ops;
+    for (const std::string& k : args) ops.push_back(KeyOp{ParseKey(k), {}});
+    Status s = c.ExistsBatch(ops);
+    if (!s.ok()) return report(s);
+    int rc = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      std::printf("%s\t%s\n", args[i].c_str(), ops[i].status.ok() ? "held" : "missing");
+      if (!ops[i].status.ok()) rc = 1;
+    }
+    return rc;
+  }
+  return Usage("unknown command " + cmd);
+}
+
+}  // namespace kvpool::tools
