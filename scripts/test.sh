@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, command 2: install, build and run every test: the release suite, the same
-# suite under ASan+UBSan, the concurrent parts under TSan, a bounded libFuzzer run of the
-# trace parser, and a smoke run of the benchmark. Bounded: ~15 minutes on 2 cores.
+# suite under ASan+UBSan, the concurrent parts under TSan, bounded libFuzzer runs of every
+# parser (trace lines, protocol frames, RESP, config), and smoke runs of the benchmarks.
+# Bounded: ~20 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -17,23 +18,37 @@ cmake -S . -B build-asan -DKVPOOL_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/de
 cmake --build build-asan -j"$jobs" --target kvpool_tests
 ASAN_OPTIONS=detect_leaks=1 build-asan/kvpool_tests --gtest_brief=1
 
-echo "== TSan (index, store concurrency, mover)"
+echo "== TSan (index, store concurrency, mover, kvpoold's reactors)"
 cmake -S . -B build-tsan -DKVPOOL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvpool_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/kvpool_tests --gtest_brief=1 \
-  --gtest_filter='StoreConcurrency.*:TieredStore.*:Index.*:*StoreModelTest*:FaultInjection.*'
+  --gtest_filter='StoreConcurrency.*:TieredStore.*:Index.*:*StoreModelTest*:FaultInjection.*:ServerTest.*'
 
-echo "== fuzz: trace parser (libFuzzer, 30 s)"
+# fuzz NAME SECONDS SOURCES...: build a libFuzzer target with ASan+UBSan and run it for a
+# bounded time from its seed corpus (fuzz/corpus/NAME).
+fuzz() {
+  local name=$1 secs=$2
+  shift 2
+  echo "== fuzz: $name (libFuzzer, $secs s)"
+  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Itools \
+    "$@" -o "build-fuzz/$name" -lisal -lxxhash
+  rm -rf "build-fuzz/corpus-$name" && cp -r "fuzz/corpus/$name" "build-fuzz/corpus-$name"
+  "build-fuzz/$name" -max_total_time="$secs" -max_len=4096 "build-fuzz/corpus-$name" \
+    >"build-fuzz/$name.log" 2>&1 || { tail -40 "build-fuzz/$name.log"; exit 1; }
+  tail -1 "build-fuzz/$name.log"
+}
 mkdir -p build-fuzz
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Itools \
-  fuzz/trace_line_fuzz.cc tools/trace.cc src/common/status.cc -o build-fuzz/trace_line_fuzz
-cp -r fuzz/corpus/trace build-fuzz/corpus 2>/dev/null || true
-build-fuzz/trace_line_fuzz -max_total_time=30 -max_len=4096 build-fuzz/corpus >build-fuzz/log 2>&1 \
-  || { tail -40 build-fuzz/log; exit 1; }
-tail -1 build-fuzz/log
+fuzz trace 30 fuzz/trace_line_fuzz.cc tools/trace.cc src/common/status.cc
+fuzz request 30 fuzz/request_fuzz.cc src/net/protocol.cc src/common/crc32c.cc \
+  src/common/status.cc src/common/key.cc
+fuzz resp 20 fuzz/resp_fuzz.cc src/server/resp_parser.cc
+fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/common/status.cc
 
 echo "== benchmark smoke run (figures are not checked here; see docs/PERFORMANCE.md)"
 build/kvpool_bench --quick --no-fio --json build/bench-smoke.json --flash-file build/bench-flash.img >/dev/null
 build/kvpool replay --quiet --requests 1500 --flash build/replay-smoke.img >/dev/null
+build/kvpool bench --quick --work-dir build/net-bench --json build/net-bench-smoke.json >build/net-bench.log \
+  || { cat build/net-bench.log; exit 1; }
+if grep -q "error:" build/net-bench.log; then cat build/net-bench.log; exit 1; fi
 rm -f build/bench-flash.img build/replay-smoke.img
 echo "all tests passed"

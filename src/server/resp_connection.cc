@@ -184,7 +184,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
       Reply("+OK\r\n");
     } else {
       ++counters_.auth_failures;
-      ReplyError("WRONGPASS invalid token or namespace not open to it");
+      ReplyError("WRONGPASS invalid username-password pair or user is disabled.");
     }
     return true;
   }

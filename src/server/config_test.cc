@@ -1,0 +1,119 @@
+#include "server/config.h"
+
+#include <gtest/gtest.h>
+
+#include "common/units.h"
+#include "server/resp_parser.h"
+#include "server/tenants.h"
+
+namespace kvpool::server {
+namespace {
+
+TEST(Config, TomlOverridesDefaults) {
+  DaemonConfig c = MachineDefaults("d");
+  EXPECT_GE(c.store.dram_bytes, 64 * kMiB);
+  Status s = ApplyToml(R"(
+# comment
+[server]
+listen = "127.0.0.1:9000"   # trailing comment
+resp_listen = ""
+max_batch = 16
+max_request_bytes = "64MiB"
+
+[store]
+dram_bytes = "512MiB"
+flash_bytes = 0
+admission = "all"
+huge_pages = false
+
+[[tenant]]
+name = "a"
+token = "x#y"
+namespaces = ["a/*", "shared"]
+)",
+                       &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.server.listen, "127.0.0.1:9000");
+  EXPECT_EQ(c.server.resp_listen, "");
+  EXPECT_EQ(c.server.limits.max_batch, 16u);
+  EXPECT_EQ(c.server.limits.max_request_bytes, 64 * kMiB);
+  EXPECT_EQ(c.store.dram_bytes, 512 * kMiB);
+  EXPECT_EQ(c.store.flash_bytes, 0u);
+  EXPECT_EQ(c.store.admission, Admission::kAll);
+  EXPECT_FALSE(c.store.huge_pages);
+  ASSERT_EQ(c.server.tenants.size(), 1u);
+  EXPECT_EQ(c.server.tenants[0].token, "x#y");
+  EXPECT_EQ(c.server.tenants[0].namespaces.size(), 2u);
+}
+
+TEST(Config, ErrorsNameTheLine) {
+  DaemonConfig c;
+  auto err = [&](const char* text) { return std::string(ApplyToml(text, &c).message()); };
+  EXPECT_NE(err("[server]\nlisten = \"a\"\nnosuch = 1\n").find("line 3"), std::string::npos);
+  EXPECT_NE(err("[store]\ndram_bytes = \"lots\"\n").find("not a size"), std::string::npos);
+  EXPECT_NE(err("listen = \"x\"\n").find("outside a table"), std::string::npos);
+  EXPECT_NE(err("[nope]\n").find("tables are"), std::string::npos);
+  EXPECT_NE(err("[server]\nlisten = \"unterminated\n").find("line 2"), std::string::npos);
+  EXPECT_NE(err("[[tenant]]\nname = \"t\"\n").find("without a token"), std::string::npos);
+  EXPECT_NE(err("[store]\nadmission = \"lru\"\n").find("probation"), std::string::npos);
+}
+
+TEST(Units, ParseAndFormatSizes) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("64K"), 64 * kKiB);
+  EXPECT_EQ(*ParseSize("16MiB"), 16 * kMiB);
+  EXPECT_EQ(*ParseSize("1.5G"), 3 * kGiB / 2);
+  EXPECT_FALSE(ParseSize("-1").ok());
+  EXPECT_FALSE(ParseSize("12Q").ok());
+  EXPECT_FALSE(ParseSize("").ok());
+  EXPECT_FALSE(ParseSize("1e30").ok());
+  EXPECT_EQ(FormatSize(64 * kKiB), "64.0 KiB");
+}
+
+TEST(Tenants, TokensOpenOnlyTheirNamespaces) {
+  Tenants open;
+  EXPECT_TRUE(open.Authorize("", "anything").ok());
+  Tenants t({Tenant{"a", "sa", {"a/*", "shared"}}, Tenant{"b", "sb", {"b"}}});
+  EXPECT_TRUE(t.Authorize("sa", "a/llama").ok());
+  EXPECT_TRUE(t.Authorize("sa", "shared").ok());
+  EXPECT_EQ(t.Authorize("sa", "b").code(), Code::kRefused);
+  EXPECT_EQ(t.Authorize("sb", "b/x").code(), Code::kRefused);
+  EXPECT_EQ(t.Authorize("", "a/x").code(), Code::kRefused);
+  EXPECT_EQ(t.Authorize("s", "a/x").code(), Code::kRefused);
+  Scope x("x"), y("y");
+  BlockKey k{1, 2};
+  EXPECT_NE(x.Key(k), y.Key(k));
+  EXPECT_EQ(x.Key(k), Scope("x").Key(k));
+  EXPECT_TRUE(x.Key(BlockKey{}).empty());
+}
+
+TEST(RespParser, ArraysInlineAndErrors) {
+  RespLimits limits;
+  std::vector<std::string_view> args;
+  size_t used = 0;
+  std::string err;
+  std::string in = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nva\r\nl\r\n*1\r\n$4\r\nPING\r\n";
+  ASSERT_EQ(ParseRespCommand(in, limits, &args, &used, &err), RespParse::kOk);
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_EQ(args[2], "va\r\nl");  // binary-safe
+  ASSERT_EQ(ParseRespCommand(std::string_view(in).substr(used), limits, &args, &used, &err),
+            RespParse::kOk);
+  EXPECT_EQ(args[0], "PING");
+  for (size_t cut = 0; cut < 30; ++cut) {  // every prefix is incomplete, not an error
+    EXPECT_EQ(ParseRespCommand(std::string_view(in).substr(0, cut), limits, &args, &used, &err),
+              RespParse::kIncomplete)
+        << cut;
+  }
+  ASSERT_EQ(ParseRespCommand("GET  foo\r\n", limits, &args, &used, &err), RespParse::kOk);
+  EXPECT_EQ(args.size(), 2u);
+  EXPECT_EQ(args[1], "foo");
+  EXPECT_EQ(ParseRespCommand("*1\r\n$x\r\n", limits, &args, &used, &err), RespParse::kError);
+  EXPECT_EQ(ParseRespCommand("*1\r\n$2\r\nabXY", limits, &args, &used, &err), RespParse::kError);
+  EXPECT_EQ(ParseRespCommand("*-5\r\n", limits, &args, &used, &err), RespParse::kError);
+  EXPECT_EQ(ParseRespCommand("*1\r\n:5\r\n", limits, &args, &used, &err), RespParse::kError);
+  limits.max_bulk_bytes = 10;
+  EXPECT_EQ(ParseRespCommand("*1\r\n$11\r\n", limits, &args, &used, &err), RespParse::kError);
+}
+
+}  // namespace
+}  // namespace kvpool::server

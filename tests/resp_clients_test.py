@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""kvpoold's RESP port against the real Redis clients from Debian: redis-py (python3-redis),
+redis-cli and redis-benchmark (redis-tools). Starts its own kvpoold on loopback and stops
+it by PID.
+
+usage: resp_clients_test.py PATH/TO/kvpoold
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import redis
+
+KVPOOLD = sys.argv.pop(1) if len(sys.argv) > 1 else "build/kvpoold"
+
+
+class Daemon:
+    def __init__(self, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="kvpoold-resp-")
+        ready = os.path.join(self.dir, "ready.json")
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen(
+            [KVPOOLD, "--data-dir", self.dir, "--dram", "128MiB", "--flash", "0",
+             "--listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--reactors", "2",
+             "--ready-file", ready, *extra],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 10
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("kvpoold did not start: " + open(self.log.name).read())
+            time.sleep(0.01)
+        self.port = json.load(open(ready))["resp_port"]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=10)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+class RespClients(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+        cls.r = redis.Redis(host="127.0.0.1", port=cls.d.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+        assert cls.d.stop() == 0
+
+    def test_strings_round_trip_with_redis_py(self):
+        r = self.r
+        self.assertTrue(r.ping())
+        value = bytes(range(256)) * 400  # 100 KiB, every byte value
+        self.assertTrue(r.set("blob", value))
+        self.assertEqual(r.get("blob"), value)
+        self.assertIsNone(r.get("never-set"))
+        self.assertTrue(r.set("blob", b"replaced"))  # SET overwrites, as in Redis
+        self.assertEqual(r.get("blob"), b"replaced")
+        self.assertTrue(r.mset({"m1": b"one", "m2": b"two"}))
+        self.assertEqual(r.mget(["m1", "nope", "m2"]), [b"one", None, b"two"])
+        self.assertEqual(r.exists("m1", "m2", "nope"), 2)
+        self.assertEqual(r.delete("m1", "nope"), 1)
+        self.assertIsNone(r.get("m1"))
+        self.assertGreaterEqual(r.dbsize(), 2)
+        self.assertEqual(r.info()["redis_version"], "7.0.0")
+
+    def test_set_options(self):
+        r = self.r
+        self.assertTrue(r.set("ttl", b"x", px=150))
+        self.assertEqual(r.get("ttl"), b"x")
+        time.sleep(0.3)
+        self.assertIsNone(r.get("ttl"))  # expired reads as a miss
+        self.assertTrue(r.set("ex", b"y", ex=100))
+        self.assertEqual(r.get("ex"), b"y")
+        self.assertTrue(r.set("nx", b"first", nx=True))
+        self.assertIsNone(r.set("nx", b"second", nx=True))
+        self.assertEqual(r.get("nx"), b"first")
+        self.assertIsNone(r.set("xx-missing", b"v", xx=True))
+        self.assertTrue(r.setex("sx", 100, b"z"))
+        self.assertEqual(r.get("sx"), b"z")
+        with self.assertRaises(redis.ResponseError):
+            r.execute_command("SET", "k", "v", "EX", "-5")
+        with self.assertRaises(redis.ResponseError):
+            r.execute_command("NOSUCHCOMMAND")
+
+    def test_pipelines_and_transactions(self):
+        p = self.r.pipeline(transaction=False)
+        for i in range(200):
+            p.set(f"p{i}", str(i))
+        self.assertEqual(p.execute(), [True] * 200)
+        p = self.r.pipeline()  # MULTI/EXEC
+        for i in range(50):
+            p.get(f"p{i}")
+        self.assertEqual(p.execute(), [str(i).encode() for i in range(50)])
+
+    def test_redis_cli(self):
+        cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(self.d.port)]
+        self.assertEqual(subprocess.check_output(cli + ["PING"]).strip(), b"PONG")
+        subprocess.check_call(cli + ["SET", "from-cli", "hello world"], stdout=subprocess.DEVNULL)
+        self.assertEqual(self.r.get("from-cli"), b"hello world")
+        out = subprocess.check_output(cli + ["GET", "from-cli"]).strip()
+        self.assertEqual(out, b"hello world")
+        out = subprocess.check_output(cli, input=b"SET a 1\nGET a\nEXISTS a zz\nDEL a\n")
+        self.assertEqual(out.split(), [b"OK", b"1", b"1", b"1"])
+
+    def test_redis_benchmark(self):
+        out = subprocess.run(
+            ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.d.port), "-t", "set,get,mset",
+             "-n", "3000", "-c", "4", "-d", "4096", "-q"],
+            capture_output=True, timeout=120, check=True).stdout.decode()
+        # Every test ran and reported a rate, and nothing was an error.
+        for t in ("SET", "GET", "MSET"):
+            self.assertRegex(out, t + r".*requests per second")
+        self.assertNotIn("ERR", out)
+
+    def test_flushall(self):
+        self.r.set("f1", b"1")
+        self.assertTrue(self.r.flushall())
+        self.assertIsNone(self.r.get("f1"))
+        self.assertEqual(self.r.dbsize(), 0)
+
+
+class RespAuth(unittest.TestCase):
+    def test_tenants_require_auth(self):
+        d = tempfile.mkdtemp(prefix="kvpoold-conf-")
+        conf = os.path.join(d, "k.toml")
+        with open(conf, "w") as f:
+            f.write('[server]\nresp_namespace = "cache"\n[[tenant]]\nname = "t"\n'
+                    'token = "s3cret"\nnamespaces = ["cache"]\n')
+        daemon = Daemon(["--config", conf])
+        try:
+            r = redis.Redis(host="127.0.0.1", port=daemon.port)
+            with self.assertRaises(redis.AuthenticationError):
+                r.get("x")
+            # Real Redis answers a bad password with WRONGPASS; this redis-py maps it to
+            # ResponseError (newer ones to AuthenticationError).
+            with self.assertRaisesRegex((redis.AuthenticationError, redis.ResponseError),
+                                        "WRONGPASS"):
+                redis.Redis(host="127.0.0.1", port=daemon.port, password="wrong").get("x")
+            ok = redis.Redis(host="127.0.0.1", port=daemon.port, password="s3cret")
+            self.assertTrue(ok.set("x", b"1"))
+            self.assertEqual(ok.get("x"), b"1")
+            with self.assertRaises(redis.ResponseError):
+                ok.flushall()  # would empty every tenant
+        finally:
+            self.assertEqual(daemon.stop(), 0)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
