@@ -59,6 +59,11 @@ class ServerTest : public ::testing::Test {
     daemon_ = std::make_unique<Daemon>(dir_);
   }
   void TearDown() override {
+    int rc = daemon_->Stop();  // a clean exit, and nothing a sanitizer build complained of
+    if (rc != -1) EXPECT_EQ(rc, 0) << daemon_->output();
+    std::string log = daemon_->output();
+    EXPECT_EQ(log.find("Sanitizer"), std::string::npos) << log;
+    EXPECT_EQ(log.find("runtime error"), std::string::npos) << log;
     daemon_.reset();
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }

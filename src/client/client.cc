@@ -209,7 +209,7 @@ class Client::Impl {
     h.meta_len = static_cast<uint32_t>(meta.size());
     std::vector<std::byte> head(net::kHeaderBytes + meta.size());
     net::SealHeader(h, meta, head.data());
-    std::memcpy(head.data() + net::kHeaderBytes, meta.data(), meta.size());
+    if (!meta.empty()) std::memcpy(head.data() + net::kHeaderBytes, meta.data(), meta.size());
     if (Status s = SendAll(head, data); !s.ok()) {
       Complete(p, s);
       Disconnect(s);

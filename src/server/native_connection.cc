@@ -148,7 +148,7 @@ void NativeConnection::ReplyError(Code code, std::string_view message, bool clos
   size_t at = out_bytes_.size();
   out_bytes_.resize(at + kHeaderBytes + message.size());
   net::SealHeader(h, {}, out_bytes_.data() + at);
-  std::memcpy(out_bytes_.data() + at + kHeaderBytes, message.data(), message.size());
+  if (!message.empty()) std::memcpy(out_bytes_.data() + at + kHeaderBytes, message.data(), message.size());
   QueueOwned(at, kHeaderBytes + message.size());
   if (close) state_ = State::kClosing;
 }

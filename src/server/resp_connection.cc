@@ -107,7 +107,7 @@ RespConnection::Io RespConnection::Fill() {
 void RespConnection::Reply(std::string_view text) {
   size_t at = out_bytes_.size();
   out_bytes_.resize(at + text.size());
-  std::memcpy(out_bytes_.data() + at, text.data(), text.size());
+  if (!text.empty()) std::memcpy(out_bytes_.data() + at, text.data(), text.size());
   QueueOwned(at, text.size());
 }
 
