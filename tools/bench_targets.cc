@@ -307,13 +307,15 @@ class FsyncConn final : public BenchConn {
 class ProcessTarget : public BenchTarget {
  public:
   enum class Kind { kKvpool, kKvpoolShm, kRedis, kMemcached, kEcho };
-  ProcessTarget(std::string name, Kind kind) : name_(std::move(name)), kind_(kind) {}
+  ProcessTarget(std::string name, Kind kind, const BenchEnv& env)
+      : name_(std::move(name)), kind_(kind), env_(env) {}
   std::string name() const override { return name_; }
   Result<std::unique_ptr<BenchConn>> Connect() override {
     if (kind_ == Kind::kKvpool || kind_ == Kind::kKvpoolShm) {
       ClientOptions o;
       o.ns = "bench";
       o.request_timeout_ms = 20000;
+      o.busy_poll_us = env_.busy_poll_us;
       if (kind_ == Kind::kKvpoolShm) {
         o.address = "unix:" + unix_path_;
         o.shared_memory_bytes = 160ull << 20;
@@ -344,7 +346,7 @@ class ProcessTarget : public BenchTarget {
       case Kind::kKvpoolShm: {
         std::string dir = env.work_dir + "/kvpoold-" + name_;
         unix_path_ = dir + "/kvpoold.sock";
-        argv = {env.kvpoold_path, "--data-dir", dir, "--dram", "1536MiB", "--flash", "0",
+        argv = {env.kvpoold_path, "--data-dir", dir, "--dram", "1GiB", "--flash", "0",
                 "--listen", "127.0.0.1:" + port, "--resp-listen", "off"};
         break;
       }
@@ -370,6 +372,7 @@ class ProcessTarget : public BenchTarget {
  private:
   std::string name_;
   Kind kind_;
+  BenchEnv env_;
   uint16_t port_ = 0;
   std::string unix_path_;
 };
@@ -422,7 +425,7 @@ Result<std::unique_ptr<BenchTarget>> StartTarget(const std::string& name, const 
   else if (name == "memcached") kind = K::kMemcached;
   else if (name == "echo") kind = K::kEcho;
   else return Status::InvalidArgument("unknown bench target '" + name + "'");
-  auto t = std::make_unique<ProcessTarget>(name, kind);
+  auto t = std::make_unique<ProcessTarget>(name, kind, env);
   if (Status s = t->Start(env); !s.ok()) return Status(s.code(), name + ": " + s.ToString());
   return std::unique_ptr<BenchTarget>(std::move(t));
 }

@@ -49,6 +49,7 @@ class BenchTarget {
 struct BenchEnv {
   std::string kvpoold_path;  // next to the kvpool binary
   std::string work_dir;      // scratch: kvpoold's data dir, the fsync directory
+  unsigned busy_poll_us = 0;  // kvpool clients: ClientOptions::busy_poll_us
 };
 
 // name: kvpool (TCP), kvpool-shm (Unix socket + shared memory), redis, memcached, echo

@@ -48,6 +48,8 @@ options:
   --max-batch N          items per request
   --max-connections N    open connections allowed
   --reactors N           event-loop threads (default: one per core)
+  --no-prefault          do not touch the DRAM tier at start (faster start, slower
+                         first puts)
   --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
   --print-config         print the settings that would be used, and exit
   --help                 this text
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
     } else if (a == "--reactors") {
       if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
       c.server.reactors = static_cast<unsigned>(n);
+    } else if (a == "--no-prefault") {
+      c.store.prefault = false;
     } else if (a == "--print-config") {
       print_config = true;
     } else {
@@ -203,6 +207,10 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Log("starting: " + summary.str());
+  if (c.store.prefault) {
+    Log("touching the " + kvpool::FormatSize(c.store.dram_bytes) +
+        " DRAM tier once now, so puts never stall on page faults (--no-prefault skips)");
+  }
   auto store = kvpool::Store::Open(c.store);
   if (!store.ok()) return Fail("cannot open the store: " + store.status().ToString());
   auto server = kvpool::server::Server::Start(c.server, store->get());

@@ -41,6 +41,8 @@ usage: kvpool bench [options]
   --batch LIST     items per request for sweep (default 1,16,64)
   --seconds S      time per configuration (default 1.0)
   --work-dir DIR   scratch directory (default kvpool-data/bench)
+  --busy-poll-us N kvpool clients poll this long before sleeping on a reply
+                   (ClientOptions::busy_poll_us; default 0)
   --json PATH      also write every row and the ratios as JSON
   --quick          a few milliseconds per configuration (smoke test)
 Servers are started on loopback by the benchmark and stopped by PID when done.
@@ -264,6 +266,7 @@ int NetBench(int argc, char** argv) {
   std::vector<size_t> sizes = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20};
   std::vector<unsigned> clients = {1, 8, 64}, batches = {1, 16, 64};
   double seconds = 1.0;
+  unsigned busy_poll_us = 0;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -317,6 +320,8 @@ int NetBench(int argc, char** argv) {
       work = value();
     } else if (a == "--json") {
       json = value();
+    } else if (a == "--busy-poll-us") {
+      busy_poll_us = static_cast<unsigned>(std::atoi(value().c_str()));
     } else if (a == "--quick") {
       seconds = 0.05;
     } else {
@@ -328,6 +333,7 @@ int NetBench(int argc, char** argv) {
   std::system(("mkdir -p '" + work + "'").c_str());
   BenchEnv env;
   env.work_dir = work;
+  env.busy_poll_us = busy_poll_us;
   char exe[4096] = {};
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string dir = n > 0 ? std::string(exe, n) : "";

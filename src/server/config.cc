@@ -186,6 +186,14 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
                               return Status::Ok();
                             },
                             "back the DRAM tier with huge pages when possible (default true)"}},
+      {"store.prefault", {[](const Value& v, DaemonConfig* c) -> Status {
+                            auto b = AsBool(v);
+                            if (!b.ok()) return b.status();
+                            c->store.prefault = *b;
+                            return Status::Ok();
+                          },
+                          "touch the whole DRAM tier at start: no page-fault (or huge-page "
+                          "compaction) stalls on puts later (default true)"}},
       {"store.admission", {[](const Value& v, DaemonConfig* c) -> Status {
                              auto s = AsString(v);
                              if (!s.ok()) return s.status();
@@ -212,6 +220,7 @@ DaemonConfig MachineDefaults(const std::string& data_dir) {
   if (vfs.f_frsize) free_disk = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   c.store.flash_bytes = std::min<uint64_t>(4 * kGiB, free_disk / 4 / (16 * kMiB) * (16 * kMiB));
   c.store.max_value_bytes = std::min<uint64_t>(c.store.max_value_bytes, c.store.dram_bytes / 2);
+  c.store.prefault = true;  // a daemon pays the page faults once, at start
   return c;
 }
 
