@@ -52,7 +52,9 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log
 Status WaitForPort(uint16_t port, pid_t pid, const std::string& log) {
   for (int i = 0; i < 500; ++i) {
     auto fd = net::Connect(net::Address{false, "127.0.0.1", port, {}}, 100);
-    if (fd.ok()) return Status::Ok();
+    // A connect to a port nobody listens on yet can meet itself (TCP simultaneous open
+    // when the kernel picks the same port as the source): that is not the server.
+    if (fd.ok() && net::LocalPort(fd->get()) != port) return Status::Ok();
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) {
       std::ifstream f(log);

@@ -196,6 +196,7 @@ std::vector<Config> Standard(const std::string& target) {
   for (size_t s : {16u << 10, 64u << 10, 256u << 10, 1u << 20, 2u << 20}) v.push_back({"get", s, 8, 1});
   v.push_back({"get", 64 << 10, 1, 1});
   v.push_back({"get", 1 << 20, 1, 1});
+  v.push_back({"get", 1 << 20, 1, 16});
   v.push_back({"get", 64 << 10, 8, 16});
   v.push_back({"get", 64 << 10, 64, 1});
   v.push_back({"put", 64 << 10, 1, 1});
@@ -403,6 +404,8 @@ int NetBench(int argc, char** argv) {
   ratio("kvpool / echo, 64K get x1 P99", Find(rows, "kvpool", "get", k64, 1, 1),
         Find(rows, "echo", "get", k64, 1, 1), &Row::p99, 1.3, false);
   ratio("kvpool-shm / memcpy, 1M get x1 GB/s", Find(rows, "kvpool-shm", "get", m1, 1, 1),
+        Find(rows, "memcpy", "copy", m1, 1, 1), &Row::gbps, 0.7, true);
+  ratio("kvpool-shm / memcpy, 1M get x1 batch 16 GB/s", Find(rows, "kvpool-shm", "get", m1, 1, 16),
         Find(rows, "memcpy", "copy", m1, 1, 1), &Row::gbps, 0.7, true);
   ratio("fsync-files / kvpool, 64K put x1 P99", Find(rows, "fsync-files", "put", k64, 1, 1),
         Find(rows, "kvpool", "put", k64, 1, 1), &Row::p99, 40, true);

@@ -32,9 +32,12 @@ struct ClientOptions {
   uint64_t shared_memory_bytes = 0;  // same-host region (Unix socket only); 0: off
   int max_pipelined = 64;            // in-flight requests before Submit waits
   // Check every get's value against the CRC32C it was put with (a mismatch is a miss).
+  // Values the server wrote into shared_memory() are checked by the server over the
+  // bytes in the region, as it writes them (the client's own memory), not again here.
   bool verify_crc = true;
-  // Poll the socket this long before sleeping on a reply: saves a wake-up (~20 us here)
-  // per request at the cost of a busy core. For latency-critical single-stream clients.
+  // Poll this long before sleeping on a reply: saves a wake-up (~20 us here) per request
+  // at the cost of a busy core. For latency-critical single-stream clients. Same-host
+  // path: spins on a word in shared memory (no system calls); TCP: polls the socket.
   unsigned busy_poll_us = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -30,6 +31,9 @@ class Client::Impl {
 
   Status Init() {
     if (o_.shared_memory_bytes == 0) return Status::Ok();
+    if (o_.shared_memory_bytes <= net::kShmControlBytes) {
+      return Status::InvalidArgument("shared_memory_bytes too small");
+    }
     if (!address_.unix_socket) {
       return Status::InvalidArgument("shared memory needs a unix:/path address (same host)");
     }
@@ -131,7 +135,7 @@ class Client::Impl {
 
   Status ReadAll(void* dst, size_t n) {
     auto* p = static_cast<std::byte*>(dst);
-    if (o_.busy_poll_us > 0 && n > 0) {  // spin briefly before sleeping in recv
+    if (o_.busy_poll_us > 0 && n > 0 && !shm_) {  // spin briefly before sleeping in recv
       uint64_t until = NowNanos() + uint64_t{o_.busy_poll_us} * 1000;
       while (n > 0 && NowNanos() < until) {
         ssize_t got = ::recv(fd_.get(), p, n, MSG_DONTWAIT);
@@ -239,8 +243,20 @@ class Client::Impl {
     for (KeyOp& k : p.keys) k.status = s;
   }
 
+  // Same-host path: spin on the control block until the server has sent p's response, so
+  // the recv that follows finds it waiting instead of sleeping (no wake-up).
+  void SpinForResponse(uint64_t id) {
+    if (!shm_ || o_.busy_poll_us == 0) return;
+    std::atomic_ref<uint64_t> sent(*reinterpret_cast<uint64_t*>(shm_));
+    uint64_t until = NowNanos() + uint64_t{o_.busy_poll_us} * 1000;
+    while (sent.load(std::memory_order_acquire) < id && NowNanos() < until) {
+      __builtin_ia32_pause();
+    }
+  }
+
   Status ReceiveOne() {
     Pending& p = pending_.front();
+    SpinForResponse(p.id);
     net::Header h;
     std::vector<std::byte> meta;
     Status s = ReadHeader(&h, &meta);
@@ -285,7 +301,8 @@ class Client::Impl {
           if (!InShm(g.buffer.data(), g.buffer.size())) {
             if (Status s = ReadAll(g.buffer.data(), r.size); !s.ok()) return s;
           }
-          if (o_.verify_crc && Crc32c(g.buffer.data(), r.size) != r.crc) {
+          bool checked = (r.flags & net::kVerifiedInShm) && InShm(g.buffer.data(), r.size);
+          if (o_.verify_crc && !checked && Crc32c(g.buffer.data(), r.size) != r.crc) {
             ++stats_.crc_failures;
             g.status = Status::NotFound("value failed its CRC32C check (answered as a miss)");
           }
@@ -556,6 +573,7 @@ Status Client::Wait(Ticket ticket) { return impl_->Wait(ticket); }
 
 std::span<std::byte> Client::shared_memory() {
   return impl_->shm_ ? std::span<std::byte>(impl_->shm_, impl_->o_.shared_memory_bytes)
+                           .subspan(net::kShmControlBytes)
                      : std::span<std::byte>();
 }
 bool Client::connected() const { return impl_->fd_.valid(); }

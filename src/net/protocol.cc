@@ -121,7 +121,7 @@ void AppendGetItem(std::vector<std::byte>& out, const GetItem& item) {
 
 void AppendResponseItem(std::vector<std::byte>& out, const ResponseItem& item) {
   Append(out, item.code);
-  Append<uint8_t>(out, 0);
+  Append(out, item.flags);
   Append<uint16_t>(out, 0);
   Append(out, item.crc);
   Append(out, item.size);
@@ -168,6 +168,7 @@ GetItem DecodeGetItem(const std::byte* p) {
 ResponseItem DecodeResponseItem(const std::byte* p) {
   ResponseItem it;
   it.code = Get<uint8_t>(p);
+  it.flags = Get<uint8_t>(p + 1);
   it.crc = Get<uint32_t>(p + 4);
   it.size = Get<uint64_t>(p + 8);
   return it;

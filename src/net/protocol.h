@@ -74,13 +74,22 @@ struct GetItem {
   uint64_t shm_offset = kInline;  // kInline, or where in shared memory to write the value
 };
 
+// ResponseItem.flags: the server checked the CRC over the bytes it wrote into the
+// client's shared-memory region (the client's own memory), so the client need not.
+inline constexpr uint8_t kVerifiedInShm = 1;
+
 struct ResponseItem {
-  uint8_t code = 0;  // a kvpool::Code
-  uint32_t crc = 0;  // get: CRC32C of the value as put
-  uint64_t size = 0; // get: the value's size (also on kBufferTooSmall)
+  uint8_t code = 0;   // a kvpool::Code
+  uint8_t flags = 0;  // kVerifiedInShm
+  uint32_t crc = 0;   // get: CRC32C of the value as put
+  uint64_t size = 0;  // get: the value's size (also on kBufferTooSmall)
 };
 
 inline constexpr uint32_t kHelloWantShm = 1;  // HelloRequest.flags: an fd rides along
+// The first bytes of a shared-memory region are its control block: u64 at offset 0 is the
+// request id of the last response the server has handed to the socket (written after the
+// send), so a client may spin on memory instead of sleeping in recv. Values go after it.
+inline constexpr size_t kShmControlBytes = 64;
 
 struct HelloRequest {
   std::string ns;     // namespace

@@ -58,10 +58,11 @@ TEST(Protocol, ItemsRoundTrip) {
   EXPECT_EQ(g.max_len, 1u << 20);
   EXPECT_EQ(g.shm_offset, 64u);
   m.clear();
-  AppendResponseItem(m, ResponseItem{3, 77, 1ull << 33});
+  AppendResponseItem(m, ResponseItem{3, kVerifiedInShm, 77, 1ull << 33});
   ASSERT_EQ(m.size(), kResponseItemBytes);
   ResponseItem r = DecodeResponseItem(m.data());
   EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.flags, kVerifiedInShm);
   EXPECT_EQ(r.crc, 77u);
   EXPECT_EQ(r.size, 1ull << 33);
   m.clear();

@@ -59,6 +59,7 @@ class NativeConnection final : public Connection {
   int passed_fd_ = -1;
   std::byte* shm_ = nullptr;
   size_t shm_size_ = 0;
+  void PublishSent();  // writes the last answered request id into the control block
 
   // The frame whose data is being received.
   After after_ = After::kNothing;

@@ -70,7 +70,7 @@ class Reactor {
       // connections: with many, their clients need the CPU more than we need the latency.
       bool spin = conns_.size() <= kSpinMaxConnections && NowNanos() - last_event_ns < spin_ns_;
       int n = epoll_wait(epoll_, events, kMaxEvents, again.empty() && !spin ? 1000 : 0);
-      if (n > 0) last_event_ns = NowNanos();
+
       if (n < 0 && errno != EINTR) break;
       for (int i = 0; i < n; ++i) {
         uint64_t tag = events[i].data.u64;
@@ -92,6 +92,7 @@ class Reactor {
       }
       again.swap(next_again);
       next_again.clear();
+      if (n > 0) last_event_ns = NowNanos();  // the spin window starts once work is done
     }
     server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size()),
                                          std::memory_order_relaxed);
