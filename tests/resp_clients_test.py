@@ -122,6 +122,43 @@ class RespClients(unittest.TestCase):
             self.assertRegex(out, t + r".*requests per second")
         self.assertNotIn("ERR", out)
 
+    def test_lmcache_redis_connector_call_sequence(self):
+        # The calls LMCache's RedisConnector makes (lmcache/v1/storage_backend/connector/
+        # redis_connector.py, LMCache main at 030c771, read 2026-12-02), through the same
+        # redis.asyncio client it uses: put = SET <key>kv_bytes then SET <key>metadata;
+        # exists / batched_async_contains = EXISTS <key>metadata; get = GET metadata, GET
+        # kv_bytes; a kv_bytes miss with metadata present = DEL metadata.
+        import asyncio
+        import redis.asyncio as aredis
+
+        async def run():
+            pool = aredis.ConnectionPool.from_url(f"redis://127.0.0.1:{self.d.port}",
+                                                  max_connections=150)
+            conn = aredis.Redis.from_pool(pool) if hasattr(aredis.Redis, "from_pool") \
+                else aredis.Redis(connection_pool=pool)
+            keys = [f"vllm@llama@1@0@{i:064x}" for i in range(8)]
+            kv = [os.urandom(256 * 1024) for _ in keys]
+            meta = [b"meta:" + str(len(v)).encode() for v in kv]
+            await asyncio.gather(*(conn.set(k + "kv_bytes", v) for k, v in zip(keys, kv)))
+            await asyncio.gather(*(conn.set(k + "metadata", m) for k, m in zip(keys, meta)))
+            hits = 0
+            for k in keys + ["vllm@llama@1@0@missing"]:
+                if not await conn.exists(k + "metadata"):
+                    break
+                hits += 1
+            self.assertEqual(hits, len(keys))
+            got = await asyncio.gather(*(conn.get(k + "kv_bytes") for k in keys))
+            self.assertEqual(got, kv)
+            self.assertEqual(await conn.get(keys[0] + "metadata"), meta[0])
+            await conn.delete(keys[1] + "kv_bytes")  # as if evicted
+            self.assertIsNone(await conn.get(keys[1] + "kv_bytes"))
+            await conn.delete(keys[1] + "metadata")  # what the connector does then
+            self.assertFalse(await conn.exists(keys[1] + "metadata"))
+            await conn.close()
+            await pool.disconnect()
+
+        asyncio.run(run())
+
     def test_flushall(self):
         self.r.set("f1", b"1")
         self.assertTrue(self.r.flushall())
