@@ -350,6 +350,7 @@ class ProcessTarget : public BenchTarget {
         unix_path_ = dir + "/kvpoold.sock";
         argv = {env.kvpoold_path, "--data-dir", dir, "--dram", "1GiB", "--flash", "0",
                 "--listen", "127.0.0.1:" + port, "--resp-listen", "off"};
+        argv.insert(argv.end(), env.kvpoold_args.begin(), env.kvpoold_args.end());
         break;
       }
       case Kind::kRedis:

@@ -50,6 +50,7 @@ struct BenchEnv {
   std::string kvpoold_path;  // next to the kvpool binary
   std::string work_dir;      // scratch: kvpoold's data dir, the fsync directory
   unsigned busy_poll_us = 0;  // kvpool clients: ClientOptions::busy_poll_us
+  std::vector<std::string> kvpoold_args;  // appended to the benchmark's kvpoold command line
 };
 
 // name: kvpool (TCP), kvpool-shm (Unix socket + shared memory), redis, memcached, echo

@@ -43,6 +43,7 @@ usage: kvpool bench [options]
   --work-dir DIR   scratch directory (default kvpool-data/bench)
   --busy-poll-us N kvpool clients poll this long before sleeping on a reply
                    (ClientOptions::busy_poll_us; default 0)
+  --kvpoold-args S extra kvpoold flags, space-separated (e.g. "--reactors 1")
   --json PATH      also write every row and the ratios as JSON
   --quick          a few milliseconds per configuration (smoke test)
 Servers are started on loopback by the benchmark and stopped by PID when done.
@@ -268,6 +269,7 @@ int NetBench(int argc, char** argv) {
   std::vector<unsigned> clients = {1, 8, 64}, batches = {1, 16, 64};
   double seconds = 1.0;
   unsigned busy_poll_us = 0;
+  std::vector<std::string> kvpoold_args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -323,6 +325,9 @@ int NetBench(int argc, char** argv) {
       json = value();
     } else if (a == "--busy-poll-us") {
       busy_poll_us = static_cast<unsigned>(std::atoi(value().c_str()));
+    } else if (a == "--kvpoold-args") {
+      std::istringstream words(value());
+      for (std::string w; words >> w;) kvpoold_args.push_back(w);
     } else if (a == "--quick") {
       seconds = 0.05;
     } else {
@@ -335,6 +340,7 @@ int NetBench(int argc, char** argv) {
   BenchEnv env;
   env.work_dir = work;
   env.busy_poll_us = busy_poll_us;
+  env.kvpoold_args = kvpoold_args;
   char exe[4096] = {};
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string dir = n > 0 ? std::string(exe, n) : "";
