@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config liburing-dev libxxhash-dev libisal-dev
       libgtest-dev libgmock-dev fio clang libclang-rt-14-dev
-      redis-server redis-tools memcached python3-redis)
+      redis-server redis-tools memcached python3-redis
+      etcd-server etcd-client nlohmann-json3-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,12 +11,17 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
+#include "cluster/etcd.h"
+#include "cluster/member.h"
+#include "cluster/registrar.h"
 #include "common/units.h"
 #include "engine/tiered_store.h"
 #include "kvpool/store.h"
+#include "net/socket.h"
 #include "server/config.h"
 #include "server/server.h"
 
@@ -36,7 +41,7 @@ DRAM tier a quarter of MemAvailable, flash tier kvpool-data/flash.kvpool.
 Settings apply in order: machine defaults, then --config FILE, then flags.
 
 options:
-  --config FILE          TOML file with [server], [store] and [[tenant]] tables
+  --config FILE          TOML file with [server], [store], [cluster], [[tenant]]
   --data-dir DIR         lock file, socket and flash file live here (kvpool-data)
   --listen ADDR          native TCP address, host:port ("off" to disable)
   --resp-listen ADDR     RESP2 address, host:port ("off" to disable)
@@ -50,6 +55,13 @@ options:
   --reactors N           event-loop threads (default: one per core)
   --no-prefault          do not touch the DRAM tier at start (faster start, slower
                          first puts)
+  --etcd ENDPOINTS       register in the pod's member list in etcd (host:port,..)
+  --etcd-prefix P        etcd key prefix of the members (/kvpool/members/)
+  --member-id ID         stable member name (default: the advertise address)
+  --advertise ADDR       address clients dial (default: listen host, bound port)
+  --capacity SIZE        advertised placement weight (default: DRAM + flash)
+  --labels L             topology labels, e.g. zone=z1,rack=r4,node=host7
+  --lease-ttl SECONDS    etcd lease (>= 2, default 3)
   --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
   --print-config         print the settings that would be used, and exit
   --help                 this text
@@ -78,6 +90,32 @@ int Fail(const std::string& msg) {
 }
 
 std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
+
+// This node as clients should see it: the advertise address (or the listen host with the
+// port actually bound), a stable id, capacity and labels.
+kvpool::Result<kvpool::cluster::Member> SelfMember(const DaemonConfig& c, uint16_t port) {
+  if (c.server.listen.empty()) return kvpool::Status::InvalidArgument("etcd membership needs the native TCP listener");
+  kvpool::cluster::Member m;
+  m.address = c.cluster.advertise;
+  if (m.address.empty()) {
+    auto addr = kvpool::net::ParseAddress(c.server.listen);
+    if (!addr.ok()) return addr.status();
+    std::string host = addr->host;
+    if (host.empty() || host == "0.0.0.0") {
+      char name[256] = {};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    m.address = host + ":" + std::to_string(port);
+  }
+  m.id = c.cluster.member_id.empty() ? m.address : c.cluster.member_id;
+  m.capacity = c.cluster.capacity ? c.cluster.capacity : c.store.dram_bytes + c.store.flash_bytes;
+  m.labels = {c.cluster.node, c.cluster.rack, c.cluster.zone};
+  if (auto check = kvpool::cluster::DecodeMember(kvpool::cluster::EncodeMember(m)); !check.ok()) {
+    return check.status();
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -146,6 +184,30 @@ int main(int argc, char** argv) {
     } else if (a == "--reactors") {
       if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
       c.server.reactors = static_cast<unsigned>(n);
+    } else if (a == "--etcd" || a == "--etcd-prefix" || a == "--member-id" || a == "--advertise") {
+      const char* v = value();
+      if (!v) return Fail(a + " needs a value");
+      if (a == "--etcd") c.cluster.etcd = v;
+      if (a == "--etcd-prefix") c.cluster.prefix = v;
+      if (a == "--member-id") c.cluster.member_id = v;
+      if (a == "--advertise") c.cluster.advertise = v;
+    } else if (a == "--capacity") {
+      if (!size(&c.cluster.capacity) || c.cluster.capacity == 0) return Fail("--capacity: a size such as 64GiB");
+    } else if (a == "--lease-ttl") {
+      if (!size(&n) || n < 2 || n > 3600) return Fail("--lease-ttl: 2..3600 seconds");
+      c.cluster.lease_ttl = static_cast<unsigned>(n);
+    } else if (a == "--labels") {
+      const char* v = value();
+      if (!v) return Fail("--labels needs a value");
+      std::stringstream labels(v);
+      for (std::string kv; std::getline(labels, kv, ',');) {
+        size_t eq = kv.find('=');
+        std::string name = kv.substr(0, eq), val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+        if (name == "node") c.cluster.node = val;
+        else if (name == "rack") c.cluster.rack = val;
+        else if (name == "zone") c.cluster.zone = val;
+        else return Fail("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
+      }
     } else if (a == "--no-prefault") {
       c.store.prefault = false;
     } else if (a == "--print-config") {
@@ -175,7 +237,8 @@ int main(int argc, char** argv) {
                                                c.store.flash_path)
           << " max_value=" << kvpool::FormatSize(c.store.max_value_bytes)
           << " max_batch=" << c.server.limits.max_batch
-          << " tenants=" << c.server.tenants.size();
+          << " tenants=" << c.server.tenants.size()
+          << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix);
   if (print_config) {
     std::printf("%s\n", summary.str().c_str());
     return 0;
@@ -229,9 +292,24 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), c.ready_file.c_str());
   }
 
+  std::unique_ptr<kvpool::cluster::Registrar> registrar;
+  if (!c.cluster.etcd.empty()) {
+    auto self = SelfMember(c, srv->port());
+    if (!self.ok()) return Fail("cluster: " + self.status().ToString());
+    kvpool::cluster::RegistrarOptions ro;
+    ro.endpoints = kvpool::cluster::SplitEndpoints(c.cluster.etcd);
+    ro.prefix = c.cluster.prefix;
+    ro.ttl_seconds = static_cast<int>(c.cluster.lease_ttl);
+    Log("member " + self->id + " at " + self->address + ", capacity " +
+        kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
+    registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);
+    registrar->Start();
+  }
+
   int sig = 0;
   sigwait(&stop_signals, &sig);
   Log(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  registrar.reset();  // leave the member list before the port closes
   srv->Stop();
   kvpool::server::ServerStats ss = srv->GetStats();
   Log("served " + std::to_string(ss.requests) + " requests on " +

@@ -76,6 +76,8 @@ class Client {
   using Ticket = uint64_t;
   Result<Ticket> SubmitGet(std::span<GetOp> ops);
   Result<Ticket> SubmitPut(std::span<PutOp> ops, bool overwrite = false);
+  Result<Ticket> SubmitExists(std::span<KeyOp> ops);
+  Result<Ticket> SubmitErase(std::span<KeyOp> ops);
   Status Wait(Ticket ticket);
 
   // The shared region (empty unless the same-host path is on and connected).

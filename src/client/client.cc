@@ -569,6 +569,12 @@ Result<Client::Ticket> Client::SubmitGet(std::span<GetOp> ops) { return impl_->S
 Result<Client::Ticket> Client::SubmitPut(std::span<PutOp> ops, bool overwrite) {
   return impl_->SubmitPut(ops, overwrite);
 }
+Result<Client::Ticket> Client::SubmitExists(std::span<KeyOp> ops) {
+  return impl_->SubmitKeys(Op::kExists, ops);
+}
+Result<Client::Ticket> Client::SubmitErase(std::span<KeyOp> ops) {
+  return impl_->SubmitKeys(Op::kErase, ops);
+}
 Status Client::Wait(Ticket ticket) { return impl_->Wait(ticket); }
 
 std::span<std::byte> Client::shared_memory() {

@@ -168,6 +168,22 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.resp_namespace",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_namespace = s; }),
         "namespace of keys set over RESP (default \"resp\")"}},
+      {"cluster.etcd", {Str([](DaemonConfig* c, std::string s) { c->cluster.etcd = s; }),
+                        "etcd endpoints host:port[,..]: register this node there (default \"\": off)"}},
+      {"cluster.prefix", {Str([](DaemonConfig* c, std::string s) { c->cluster.prefix = s; }),
+                          "etcd key prefix of the pod's members (default /kvpool/members/)"}},
+      {"cluster.member_id", {Str([](DaemonConfig* c, std::string s) { c->cluster.member_id = s; }),
+                             "stable member name placement hashes (default: the advertise address)"}},
+      {"cluster.advertise", {Str([](DaemonConfig* c, std::string s) { c->cluster.advertise = s; }),
+                             "address clients dial (default: listen host and bound port)"}},
+      {"cluster.capacity", {Size([](DaemonConfig* c, uint64_t n) { c->cluster.capacity = n; }),
+                            "advertised capacity, the placement weight (default: DRAM + flash)"}},
+      {"cluster.node", {Str([](DaemonConfig* c, std::string s) { c->cluster.node = s; }), "topology label: node"}},
+      {"cluster.rack", {Str([](DaemonConfig* c, std::string s) { c->cluster.rack = s; }), "topology label: rack"}},
+      {"cluster.zone", {Str([](DaemonConfig* c, std::string s) { c->cluster.zone = s; }), "topology label: zone"}},
+      {"cluster.lease_ttl",
+       {Size([](DaemonConfig* c, uint64_t n) { c->cluster.lease_ttl = unsigned(std::max<uint64_t>(n, 2)); }, 3600),
+        "etcd lease seconds (>= 2); a dead node leaves the member list after this (default 3)"}},
       {"store.dram_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.dram_bytes = n; }),
                             "DRAM tier (default: a quarter of MemAvailable)"}},
       {"store.flash_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.flash_bytes = n; }),
@@ -247,7 +263,9 @@ Status ApplyToml(std::string_view text, DaemonConfig* config) {
       continue;
     }
     if (line.starts_with('[')) {
-      if (line != "[server]" && line != "[store]") return fail("tables are [server], [store], [[tenant]]");
+      if (line != "[server]" && line != "[store]" && line != "[cluster]") {
+        return fail("tables are [server], [store], [cluster], [[tenant]]");
+      }
       table = std::string(line.substr(1, line.size() - 2));
       tenant = nullptr;
       continue;

@@ -1,6 +1,6 @@
 // kvpoold's configuration: defaults sized from the machine, a TOML file, then flags.
 //
-// The file is a TOML subset: [server], [store] and [[tenant]] tables of `key = value`
+// The file is a TOML subset: [server], [store], [cluster] and [[tenant]] tables of `key = value`
 // lines; values are "strings", integers, true/false, or ["string", ...] arrays; sizes may
 // be strings with units ("8GiB"). Unknown keys are errors (a typo must not be ignored).
 // Parsing is a pure function of the text (the fuzz target drives it).
@@ -15,11 +15,23 @@
 
 namespace kvpool::server {
 
+// Pod membership through etcd (docs/DEPLOY.md); off while etcd is empty.
+struct ClusterConfig {
+  std::string etcd;                        // "host:port[,host:port...]"
+  std::string prefix = "/kvpool/members/";
+  std::string member_id;   // stable name that placement hashes (default: the advertise address)
+  std::string advertise;   // address clients dial (default: listen host, bound port)
+  uint64_t capacity = 0;   // advertised placement weight (default: DRAM + flash bytes)
+  std::string node, rack, zone;  // topology labels
+  unsigned lease_ttl = 3;  // seconds; a node that stops keeping it alive leaves after this
+};
+
 struct DaemonConfig {
   std::string data_dir = "kvpool-data";
   bool unix_socket = true;  // <data_dir>/kvpoold.sock unless server.unix_socket is set
   ServerOptions server;
   StoreOptions store;
+  ClusterConfig cluster;
   std::string ready_file;  // written once listening: {"pid":..,"port":..,"resp_port":..}
 };
 

@@ -1,0 +1,97 @@
+// The pod pool: many kvpoold nodes used as one store.
+//
+// A PoolClient places each block by weighted rendezvous hashing over the live members
+// (weight = advertised capacity; docs/DEPLOY.md has the rule), so the owner is computed
+// locally with no lookup round trip. Batches are split per node and sent to all nodes
+// before any answer is awaited; results come back in request order, each op with its own
+// status. Members come from a static list or from etcd (watched in the background; the
+// data path never waits on etcd and keeps the last known list while it is unreachable).
+//
+// Failures (KV cache is ephemeral: a lost node is lost blocks, never errors): a get or
+// exists of a block whose node does not answer within node_timeout_ms is a miss
+// (kNotFound); a put or erase to it says kUnavailable. After failures_to_drop consecutive
+// failures the node leaves placement (its keys go to the next-ranked node) and is probed
+// again every retry_after_ms; it comes back when it answers. A node whose etcd lease
+// expires leaves the member list itself.
+//
+// Like Client, a PoolClient is used by one thread at a time.
+#ifndef KVPOOL_POOL_H_
+#define KVPOOL_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "kvpool/store.h"
+
+namespace kvpool {
+
+struct PoolOptions {
+  // Static members: "host:port[,capacity=SIZE][,id=ID][,node=N][,rack=R][,zone=Z]", several
+  // separated by ';'. Used when etcd is empty.
+  std::string members;
+  std::string etcd;                          // "host:port[,host:port...]": members from etcd
+  std::string etcd_prefix = "/kvpool/members/";
+  ClientOptions client;       // per-node connection settings (address is ignored)
+  int node_timeout_ms = 300;  // a node that does not answer within this is a miss
+  int failures_to_drop = 3;   // consecutive failures before a node leaves placement
+  int retry_after_ms = 1000;  // a dropped node is probed again after this long
+  int etcd_wait_ms = 2000;    // Create() waits this long for etcd's first answer
+};
+
+struct PoolMemberStatus {
+  std::string id, address, node, rack, zone;
+  uint64_t capacity = 0;   // advertised (placement weight)
+  bool in_placement = false;  // false while dropped after repeated failures
+  bool reachable = false;     // answered the last request or probe
+  uint64_t consecutive_failures = 0, requests = 0, failures = 0;
+  // From the node's STAT (when queried): bytes held and capacity over both tiers, gets
+  // and hits since it started.
+  bool stats_valid = false;
+  uint64_t used_bytes = 0, capacity_bytes = 0, blocks = 0, gets = 0, hits = 0;
+};
+
+struct PoolStatus {
+  bool membership_ok = true;  // etcd reachable (always true with a static list)
+  std::string membership_error;
+  uint64_t membership_version = 0;
+  std::vector<PoolMemberStatus> members;
+};
+
+class PoolClient {
+ public:
+  static Result<std::unique_ptr<PoolClient>> Create(const PoolOptions& options);
+  ~PoolClient();
+  PoolClient(const PoolClient&) = delete;
+  PoolClient& operator=(const PoolClient&) = delete;
+
+  Status Put(const BlockKey& key, std::span<const std::byte> value, const PutOptions& options = {});
+  Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer);
+  bool Exists(const BlockKey& key);
+  Status Erase(const BlockKey& key);
+
+  // Per-item statuses as described above; the returned Status is kUnavailable only when
+  // the pool has no members at all.
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false);
+  Status GetBatch(std::span<GetOp> ops);
+  Status ExistsBatch(std::span<KeyOp> ops);
+  Status EraseBatch(std::span<KeyOp> ops);
+
+  // The member id that owns `key` now (empty if there are no live members).
+  std::string OwnerOf(const BlockKey& key);
+  // Members and their state; with query_nodes, also each node's STAT (one round trip each).
+  PoolStatus GetStatus(bool query_nodes);
+
+  class Impl;
+
+ private:
+  explicit PoolClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvpool
+
+#endif  // KVPOOL_POOL_H_

@@ -1,0 +1,51 @@
+// A kvpoold's presence in etcd: the member record under <prefix><id>, attached to a lease
+// of ttl seconds that a background thread keeps alive (every ttl/3). If the lease is lost
+// (etcd restarted, a long pause) it registers again; on Stop() it revokes the lease so
+// clients see the node leave at once rather than after the TTL.
+#ifndef KVPOOL_CLUSTER_REGISTRAR_H_
+#define KVPOOL_CLUSTER_REGISTRAR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/member.h"
+
+namespace kvpool::cluster {
+
+struct RegistrarOptions {
+  std::vector<std::string> endpoints;
+  std::string prefix = "/kvpool/members/";
+  int ttl_seconds = 3;
+  int timeout_ms = 1000;
+};
+
+class Registrar {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  Registrar(RegistrarOptions options, Member self, Log log);
+  ~Registrar() { Stop(); }
+  void Start();
+  void Stop();
+  bool registered() const { return registered_.load(); }
+
+ private:
+  void Run();
+  bool Sleep(int ms);  // false when stopping
+  RegistrarOptions options_;
+  Member self_;
+  Log log_;
+  std::atomic<bool> registered_{false};
+  bool stop_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace kvpool::cluster
+
+#endif  // KVPOOL_CLUSTER_REGISTRAR_H_
