@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "kvpool/client.h"
+#include "kvpool/pool.h"
 #include "net/socket.h"
 
 namespace kvpool::tools {
@@ -312,6 +313,7 @@ class ProcessTarget : public BenchTarget {
   ProcessTarget(std::string name, Kind kind, const BenchEnv& env)
       : name_(std::move(name)), kind_(kind), env_(env) {}
   std::string name() const override { return name_; }
+  uint16_t port() const { return port_; }
   Result<std::unique_ptr<BenchConn>> Connect() override {
     if (kind_ == Kind::kKvpool || kind_ == Kind::kKvpoolShm) {
       ClientOptions o;
@@ -380,6 +382,51 @@ class ProcessTarget : public BenchTarget {
   std::string unix_path_;
 };
 
+class PoolConn final : public BenchConn {
+ public:
+  explicit PoolConn(std::unique_ptr<PoolClient> c) : c_(std::move(c)) {}
+  Status Get(std::span<const std::string> keys, std::span<std::span<std::byte>> bufs) override {
+    ops_.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ops_[i].key = KeyFromBytes(keys[i]);
+      ops_[i].buffer = bufs[i];
+    }
+    if (Status s = c_->GetBatch(ops_); !s.ok()) return s;
+    for (const GetOp& op : ops_) {
+      if (!op.status.ok()) return op.status;
+    }
+    return Status::Ok();
+  }
+  Status Put(const std::string& key, std::span<const std::byte> value) override {
+    return c_->Put(KeyFromBytes(key), value, PutOptions{.parent = {}, .overwrite = true});
+  }
+
+ private:
+  std::unique_ptr<PoolClient> c_;
+  std::vector<GetOp> ops_;
+};
+
+// N kvpoold nodes (static membership) behind one PoolClient per connection.
+class PoolTarget final : public BenchTarget {
+ public:
+  PoolTarget(std::string name, std::vector<std::unique_ptr<ProcessTarget>> nodes)
+      : name_(std::move(name)), nodes_(std::move(nodes)) {}
+  std::string name() const override { return name_; }
+  Result<std::unique_ptr<BenchConn>> Connect() override {
+    PoolOptions o;
+    for (auto& n : nodes_) o.members += "127.0.0.1:" + std::to_string(n->port()) + ";";
+    o.client.ns = "bench";
+    o.node_timeout_ms = 20000;
+    auto c = PoolClient::Create(o);
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<BenchConn>(new PoolConn(std::move(c).value()));
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<ProcessTarget>> nodes_;
+};
+
 class FsyncTarget final : public BenchTarget {
  public:
   explicit FsyncTarget(std::string dir) : dir_(std::move(dir)) {}
@@ -421,6 +468,15 @@ Result<std::unique_ptr<BenchTarget>> StartTarget(const std::string& name, const 
     std::string dir = env.work_dir + "/fsync-files";
     ::mkdir(dir.c_str(), 0755);
     return std::unique_ptr<BenchTarget>(new FsyncTarget(dir));
+  }
+  if (name == "pool1" || name == "pool2" || name == "pool3") {
+    std::vector<std::unique_ptr<ProcessTarget>> nodes;
+    for (int i = 0; i < name[4] - '0'; ++i) {
+      auto t = std::make_unique<ProcessTarget>(name + "-" + std::to_string(i), K::kKvpool, env);
+      if (Status s = t->Start(env); !s.ok()) return Status(s.code(), name + ": " + s.ToString());
+      nodes.push_back(std::move(t));
+    }
+    return std::unique_ptr<BenchTarget>(new PoolTarget(name, std::move(nodes)));
   }
   if (name == "kvpool") kind = K::kKvpool;
   else if (name == "kvpool-shm") kind = K::kKvpoolShm;

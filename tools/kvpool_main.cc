@@ -10,6 +10,7 @@
 
 #include "common/units.h"
 #include "client_cli.h"
+#include "cluster_cli.h"
 #include "net_bench.h"
 #include "replay.h"
 #include "trace.h"
@@ -27,6 +28,8 @@ commands:
             one operation against a running kvpoold (see below)
   bench     kvpoold beside redis-server, memcached, file-per-block+fsync, TCP echo and
             memcpy, in one run (kvpool bench --help)
+  cluster   the pod pool: status of its members, placement benchmark
+            (kvpool cluster --help)
   help      this text
 
 kvpool replay [options]
@@ -157,6 +160,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "replay") return Replay(argc - 2, argv + 2);
   if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
+  if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
   if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
       cmd == "ping") {
     return kvpool::tools::ClientCommand(cmd, argc - 2, argv + 2);

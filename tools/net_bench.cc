@@ -33,7 +33,8 @@ with fsync, a plain TCP echo (the loopback limit) and memcpy, in one run.
 usage: kvpool bench [options]
   --targets LIST   comma-separated, from: kvpool (native TCP), kvpool-shm (same-host
                    Unix socket + shared memory), redis, memcached, fsync, echo
-                   (default: all of them)
+                   (default: all of them); pool1, pool2, pool3: 1-3 kvpoold nodes
+                   behind the pool client (static members, placement per key)
   --suite NAME     standard (default): the configurations behind the figures in
                    docs/PERFORMANCE.md; sweep: every size x clients x batch below
   --sizes LIST     value sizes for sweep (default 16K,64K,256K,1M,2M)
