@@ -60,6 +60,8 @@ std::vector<std::string> SplitEndpoints(const std::string& text) {
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     std::string e = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.erase(0, 1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.pop_back();
     if (e.starts_with("http://")) e = e.substr(7);
     while (!e.empty() && e.back() == '/') e.pop_back();
     if (!e.empty()) out.push_back(e);

@@ -1,0 +1,451 @@
+// The pod pool against real processes: etcd (Debian's etcd-server) and several kvpoold
+// nodes on loopback, driven by the pool client.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "cluster/etcd.h"
+#include "cluster/membership.h"
+#include "cluster/registrar.h"
+#include "daemon.h"
+#include "etcd.h"
+#include "kvpool/pool.h"
+
+namespace kvpool {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+using testing::EtcdServer;
+using Clock = std::chrono::steady_clock;
+
+std::string TempDir(const char* what) {
+  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  std::string t = base + "/kvpool-" + what + "-XXXXXX";
+  char* d = mkdtemp(t.data());
+  return d ? std::string(d) : base;
+}
+
+std::vector<std::byte> Value(const BlockKey& k, size_t size) {
+  std::vector<std::byte> v(size);
+  uint64_t x = k.lo ^ (k.hi * 31);
+  for (size_t i = 0; i < size; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = static_cast<std::byte>(x >> 56);
+  }
+  return v;
+}
+
+// Polls `cond` every 20 ms for up to `limit`.
+template <class F>
+bool WaitFor(F cond, std::chrono::milliseconds limit) {
+  auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return cond();
+}
+
+#define REQUIRE_ETCD()                                                        \
+  if (!EtcdServer::Available()) GTEST_SKIP() << "etcd-server not installed (scripts/deps.sh)"
+
+TEST(EtcdTest, KvRangeWatchAndLeases) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  cluster::Etcd e({etcd.endpoint()}, 1000);
+  ASSERT_TRUE(e.Put("/t/a", "1").ok());
+  ASSERT_TRUE(e.Put("/u/x", "outside").ok());
+  std::vector<cluster::EtcdKv> kvs;
+  int64_t rev = 0;
+  ASSERT_TRUE(e.RangePrefix("/t/", &kvs, &rev).ok());
+  ASSERT_EQ(kvs.size(), 1u);
+  EXPECT_EQ(kvs[0].key, "/t/a");
+  EXPECT_EQ(kvs[0].value, "1");
+  EXPECT_GT(rev, 0);
+
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<cluster::EtcdEvent> events;
+  Status watch_status;
+  std::thread watcher([&] {
+    cluster::Etcd w({etcd.endpoint()}, 1000);
+    int64_t last = 0;
+    watch_status = w.WatchPrefix("/t/", rev + 1, [&](const cluster::EtcdEvent& ev) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(ev);
+    }, stop, &last);
+  });
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(e.Put("/t/b", std::string("\x00\xff binary", 9)).ok());
+  ASSERT_TRUE(e.Put("/u/y", "not watched").ok());
+  ASSERT_TRUE(e.Delete("/t/a").ok());
+  EXPECT_TRUE(WaitFor([&] { std::lock_guard<std::mutex> l(mu); return events.size() >= 2; }, 5000ms));
+  stop = true;
+  watcher.join();
+  EXPECT_TRUE(watch_status.ok()) << watch_status.ToString();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[0].deleted);
+  EXPECT_EQ(events[0].kv.key, "/t/b");
+  EXPECT_EQ(events[0].kv.value, std::string("\x00\xff binary", 9));
+  EXPECT_TRUE(events[1].deleted);
+  EXPECT_EQ(events[1].kv.key, "/t/a");
+
+  // A lease keeps its key alive while kept alive; the key goes when the lease expires.
+  auto lease = e.LeaseGrant(2);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(e.Put("/t/leased", "v", *lease).ok());
+  auto ttl = e.LeaseKeepAlive(*lease);
+  ASSERT_TRUE(ttl.ok());
+  EXPECT_GT(*ttl, 0);
+  EXPECT_TRUE(WaitFor([&] {
+    std::vector<cluster::EtcdKv> left;
+    int64_t r;
+    return e.RangePrefix("/t/leased", &left, &r).ok() && left.empty();
+  }, 8000ms));
+  auto expired = e.LeaseKeepAlive(*lease);
+  ASSERT_TRUE(expired.ok());
+  EXPECT_EQ(*expired, 0);
+
+  // An etcd that is gone is kUnavailable, promptly.
+  etcd.Stop();
+  auto t0 = Clock::now();
+  EXPECT_EQ(e.Put("/t/c", "x").code(), Code::kUnavailable);
+  EXPECT_LT(Clock::now() - t0, 3s);
+}
+
+TEST(EtcdTest, RegistrarAndMembershipFollowEachOther) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  auto membership = cluster::Membership::FromEtcd({etcd.endpoint()}, "/pod/", 1000);
+  ASSERT_TRUE(membership->WaitReady(5000));
+  EXPECT_TRUE(membership->Current().source_ok);
+  EXPECT_TRUE(membership->Current().members->empty());
+
+  cluster::Member self;
+  self.id = "node-a";
+  self.address = "127.0.0.1:1";
+  self.capacity = 5;
+  self.labels.zone = "z1";
+  cluster::RegistrarOptions ro;
+  ro.endpoints = {etcd.endpoint()};
+  ro.prefix = "/pod/";
+  ro.ttl_seconds = 2;
+  std::vector<std::string> log;
+  std::mutex log_mu;
+  auto reg = std::make_unique<cluster::Registrar>(ro, self, [&](const std::string& s) {
+    std::lock_guard<std::mutex> l(log_mu);
+    log.push_back(s);
+  });
+  reg->Start();
+  ASSERT_TRUE(WaitFor([&] { return membership->Current().members->size() == 1; }, 5000ms));
+  EXPECT_EQ(membership->Current().members->at(0), self);
+  // Keep-alives hold it past the TTL.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_EQ(membership->Current().members->size(), 1u);
+
+  // etcd stops answering: the last known list stays, and the source says it is down.
+  etcd.Pause();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(membership->Current().members->size(), 1u);
+  etcd.Resume();
+
+  reg.reset();  // Stop revokes the lease: the member leaves at once, not after the TTL
+  EXPECT_TRUE(WaitFor([&] { return membership->Current().members->empty(); }, 1500ms));
+  std::lock_guard<std::mutex> l(log_mu);
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_NE(log.front().find("registered /pod/node-a"), std::string::npos) << log.front();
+  EXPECT_NE(log.back().find("left"), std::string::npos) << log.back();
+
+  etcd.Stop();  // the watcher loses etcd and says so
+  EXPECT_TRUE(WaitFor([&] { return !membership->Current().source_ok; }, 3000ms));
+}
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (auto& d : nodes_) d->Stop();
+  }
+  bool StartNode(size_t i, const std::string& etcd) {
+    while (nodes_.size() <= i) nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+    return nodes_[i]->Start({"--etcd", etcd, "--member-id", "n" + std::to_string(i), "--lease-ttl", "2",
+                             "--labels", "zone=z" + std::to_string(i % 2)});
+  }
+  std::vector<std::unique_ptr<Daemon>> nodes_;
+};
+
+// The scenario: three nodes and etcd; clients put and get; one node is SIGKILLed
+// mid-load (its blocks become misses, nothing else fails); it restarts and rejoins; a
+// fourth node joins and takes about a quarter of new blocks.
+TEST_F(PoolTest, NodeDeathRestartAndJoin) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(StartNode(i, etcd.endpoint())) << nodes_[i]->output();
+
+  PoolOptions po;
+  po.etcd = etcd.endpoint();
+  po.client.ns = "pool-test";
+  po.node_timeout_ms = 300;
+  po.retry_after_ms = 300;
+  auto probe = PoolClient::Create(po);
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  PoolClient& pc = **probe;
+  ASSERT_TRUE(WaitFor([&] { return pc.GetStatus(false).members.size() == 3; }, 5000ms));
+
+  constexpr size_t kValue = 4096;
+  constexpr int kThreads = 3;
+  std::atomic<bool> stop{false}, killed{false};
+  std::atomic<uint64_t> bad_gets{0}, wrong_data{0}, bad_puts{0}, misses{0}, gets{0}, puts{0};
+  std::vector<std::vector<BlockKey>> written(kThreads);
+  std::vector<std::vector<bool>> must_survive(kThreads);  // put started after node 1 was dead
+  std::atomic<bool> dead{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = PoolClient::Create(po);
+      if (!c.ok()) {
+        ++bad_puts;
+        return;
+      }
+      std::mt19937_64 rng(t);
+      auto deadline = Clock::now() + 20s;
+      for (uint64_t i = 0; !stop && i < 200000 && Clock::now() < deadline; ++i) {
+        BlockKey k{uint64_t(t + 1), i + 1};
+        auto v = Value(k, kValue);
+        bool after_death = dead.load();
+        Status s = (*c)->Put(k, v);
+        ++puts;
+        if (s.ok()) {
+          written[t].push_back(k);
+          must_survive[t].push_back(after_death);
+        } else if (!(killed && s.code() == Code::kUnavailable)) {
+          ++bad_puts;  // only a dead node may refuse, and only as kUnavailable
+        }
+        if (written[t].empty()) continue;
+        BlockKey g = written[t][rng() % written[t].size()];
+        std::vector<std::byte> buf(kValue);
+        auto r = (*c)->Get(g, buf);
+        ++gets;
+        if (r.ok()) {
+          if (*r != kValue || buf != Value(g, kValue)) ++wrong_data;
+        } else if (r.status().code() == Code::kNotFound && killed) {
+          ++misses;
+        } else {
+          ++bad_gets;
+        }
+        std::this_thread::sleep_for(500us);
+      }
+    });
+  }
+  std::this_thread::sleep_for(700ms);
+  killed = true;  // first: a request may fail before Kill() returns
+  nodes_[1]->Kill();
+  dead = true;
+  std::this_thread::sleep_for(1000ms);
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong_data.load(), 0u);
+  EXPECT_EQ(bad_gets.load(), 0u);
+  EXPECT_EQ(bad_puts.load(), 0u);
+  EXPECT_GT(puts.load(), 300u);
+  EXPECT_GT(gets.load(), 300u);
+
+  // Every block written is either served intact or a miss; the misses are node 1's blocks
+  // (node 1 is out of placement now: its keys map to the survivors, which never held them).
+  // Blocks put after node 1 was dead went to the survivors and all hit.
+  size_t before_kill = 0, lost = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < written[t].size(); ++i) {
+      const BlockKey& k = written[t][i];
+      std::vector<std::byte> buf(kValue);
+      auto r = pc.Get(k, buf);
+      before_kill += !must_survive[t][i];
+      if (r.ok()) {
+        EXPECT_TRUE(buf == Value(k, kValue));
+      } else {
+        EXPECT_EQ(r.status().code(), Code::kNotFound);
+        EXPECT_FALSE(must_survive[t][i]) << "a block put after the kill was lost";
+        ++lost;
+      }
+    }
+  }
+  ASSERT_GT(before_kill, 200u);
+  double lost_share = double(lost) / double(before_kill);
+  EXPECT_GT(lost_share, 0.2);  // about a third were node 1's
+  EXPECT_LT(lost_share, 0.45);
+
+  // The survivors serve new blocks; node 1's lease expires and it leaves the list.
+  EXPECT_TRUE(WaitFor([&] { return pc.GetStatus(false).members.size() == 2; }, 6000ms));
+  // It restarts (empty, on a new port) and takes its share again.
+  ASSERT_TRUE(StartNode(1, etcd.endpoint())) << nodes_[1]->output();
+  ASSERT_TRUE(WaitFor([&] { return pc.GetStatus(false).members.size() == 3; }, 5000ms));
+  std::map<std::string, int> owners;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    BlockKey k{99, i};
+    owners[pc.OwnerOf(k)]++;
+  }
+  EXPECT_GT(owners["n1"], 800);
+  for (uint64_t i = 0; i < 300; ++i) {
+    BlockKey k{100, i};
+    auto v = Value(k, kValue);
+    ASSERT_TRUE(pc.Put(k, v).ok());
+    std::vector<std::byte> buf(kValue);
+    auto r = pc.Get(k, buf);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(buf == v);
+  }
+
+  // A fourth node joins: it receives about a quarter of the new blocks (counted by the
+  // nodes themselves, through STAT).
+  ASSERT_TRUE(StartNode(3, etcd.endpoint())) << nodes_[3]->output();
+  ASSERT_TRUE(WaitFor([&] { return pc.GetStatus(false).members.size() == 4; }, 5000ms));
+  auto blocks_of = [&](const std::string& id) -> uint64_t {
+    for (const auto& m : pc.GetStatus(true).members) {
+      if (m.id == id) return m.blocks;
+    }
+    return 0;
+  };
+  uint64_t before = blocks_of("n3");
+  EXPECT_EQ(before, 0u);
+  constexpr int kNew = 2000;
+  for (uint64_t i = 0; i < kNew; ++i) {
+    BlockKey k{200, i};
+    ASSERT_TRUE(pc.Put(k, Value(k, 1024)).ok());
+  }
+  double share = double(blocks_of("n3") - before) / kNew;
+  EXPECT_NEAR(share, 0.25, 0.05);
+  PoolStatus st = pc.GetStatus(true);
+  EXPECT_TRUE(st.membership_ok);
+  for (const auto& m : st.members) {
+    EXPECT_TRUE(m.reachable) << m.id;
+    EXPECT_TRUE(m.stats_valid) << m.id;
+    EXPECT_EQ(m.zone, "z" + std::to_string((m.id[1] - '0') % 2));
+  }
+}
+
+// Static membership (no etcd): a dead node's blocks are misses within the timeout, the
+// other node is not held up, the dead node leaves placement after repeated failures and
+// comes back when it answers again.
+TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
+  nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+  nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+  ASSERT_TRUE(nodes_[0]->Start()) << nodes_[0]->output();
+  ASSERT_TRUE(nodes_[1]->Start()) << nodes_[1]->output();
+  int port1 = nodes_[1]->port();
+  PoolOptions po;
+  po.members = nodes_[0]->tcp_address() + ",id=a;" + nodes_[1]->tcp_address() + ",id=b";
+  po.node_timeout_ms = 300;
+  po.failures_to_drop = 2;
+  po.retry_after_ms = 200;
+  auto pool = PoolClient::Create(po);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  PoolClient& pc = **pool;
+
+  // A batch spanning both nodes, results in request order.
+  std::vector<BlockKey> keys;
+  std::vector<std::vector<std::byte>> values;
+  for (uint64_t i = 0; i < 64; ++i) {
+    keys.push_back({7, i});
+    values.push_back(Value(keys.back(), 1000 + i));
+  }
+  std::vector<PutOp> puts(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) puts[i] = PutOp{keys[i], values[i], {}, {}};
+  ASSERT_TRUE(pc.PutBatch(puts).ok());
+  for (const PutOp& p : puts) EXPECT_TRUE(p.status.ok()) << p.status.ToString();
+  std::vector<std::string> owner(keys.size());
+  int on_b = 0;
+  for (size_t i = 0; i < keys.size(); ++i) on_b += (owner[i] = pc.OwnerOf(keys[i])) == "b";
+  EXPECT_GT(on_b, 10);
+  EXPECT_LT(on_b, 54);
+  std::vector<std::vector<std::byte>> bufs(keys.size(), std::vector<std::byte>(2000));
+  std::vector<GetOp> gets(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    gets[i].key = keys[i];
+    gets[i].buffer = bufs[i];
+  }
+  ASSERT_TRUE(pc.GetBatch(gets).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(gets[i].status.ok());
+    ASSERT_EQ(gets[i].size, values[i].size());
+    EXPECT_TRUE(std::equal(values[i].begin(), values[i].end(), bufs[i].begin()));
+  }
+
+  // b stops answering (SIGSTOP: connections stay open, nothing comes back). Its blocks are
+  // misses after node_timeout_ms, and a's blocks in the same batch are served.
+  ::kill(nodes_[1]->pid(), SIGSTOP);
+  auto t0 = Clock::now();
+  ASSERT_TRUE(pc.GetBatch(gets).ok());
+  auto took = Clock::now() - t0;
+  ::kill(nodes_[1]->pid(), SIGCONT);
+  EXPECT_LT(took, 1500ms);  // bounded by node_timeout_ms (300), not the 5 s client default
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(gets[i].status.code(), owner[i] == "b" ? Code::kNotFound : Code::kOk) << i;
+  }
+
+  nodes_[1]->Kill();
+  for (auto& g : gets) g.status = Status();
+  ASSERT_TRUE(pc.GetBatch(gets).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (owner[i] == "b") {
+      EXPECT_EQ(gets[i].status.code(), Code::kNotFound);  // a miss, not an error
+      EXPECT_EQ(gets[i].size, 0u);
+    } else {
+      EXPECT_TRUE(gets[i].status.ok());  // node a answers as before
+    }
+  }
+  // After repeated failures b leaves placement: every key maps to a, new puts succeed.
+  for (int i = 0; i < 4; ++i) (void)pc.Exists(keys[0]);
+  ASSERT_TRUE(WaitFor([&] {
+    (void)pc.GetBatch(gets);
+    return pc.OwnerOf(keys[0]) == "a" && pc.OwnerOf(keys[1]) == "a" && pc.OwnerOf(keys[2]) == "a";
+  }, 3000ms));
+  int owned_by_a = 0;
+  for (const BlockKey& k : keys) owned_by_a += pc.OwnerOf(k) == "a";
+  EXPECT_EQ(owned_by_a, int(keys.size()));
+  PoolStatus st = pc.GetStatus(false);
+  ASSERT_EQ(st.members.size(), 2u);
+  EXPECT_FALSE(st.members[1].in_placement);
+  EXPECT_FALSE(st.members[1].reachable);
+  EXPECT_TRUE(pc.Put({8, 1}, Value({8, 1}, 100)).ok());
+
+  // b returns on its old port: the prober finds it and it takes its keys again.
+  ASSERT_TRUE(nodes_[1]->Start({}, "127.0.0.1:" + std::to_string(port1))) << nodes_[1]->output();
+  ASSERT_TRUE(WaitFor([&] {
+    int b = 0;
+    for (const BlockKey& k : keys) b += pc.OwnerOf(k) == "b";
+    return b == on_b;
+  }, 5000ms));
+  EXPECT_TRUE(pc.GetStatus(true).members[1].reachable);
+}
+
+TEST(PoolOptionsTest, BadOptionsAreClearErrors) {
+  PoolOptions po;
+  EXPECT_EQ(PoolClient::Create(po).status().code(), Code::kInvalidArgument);  // no members
+  po.members = "nohost";
+  EXPECT_EQ(PoolClient::Create(po).status().code(), Code::kInvalidArgument);
+  po.members = "127.0.0.1:1";
+  po.node_timeout_ms = 0;
+  EXPECT_EQ(PoolClient::Create(po).status().code(), Code::kInvalidArgument);
+  // A pool whose only member is unreachable: misses and kUnavailable, promptly.
+  po.node_timeout_ms = 200;
+  auto pool = PoolClient::Create(po);
+  ASSERT_TRUE(pool.ok());
+  std::vector<std::byte> buf(16);
+  auto t0 = Clock::now();
+  EXPECT_EQ((*pool)->Get({1, 1}, buf).status().code(), Code::kNotFound);
+  EXPECT_EQ((*pool)->Put({1, 1}, buf).code(), Code::kUnavailable);
+  EXPECT_FALSE((*pool)->Exists({1, 1}));
+  EXPECT_LT(Clock::now() - t0, 3s);
+}
+
+}  // namespace
+}  // namespace kvpool
