@@ -22,7 +22,7 @@ echo "== TSan (index, store concurrency, mover, kvpoold's reactors)"
 cmake -S . -B build-tsan -DKVPOOL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvpool_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/kvpool_tests --gtest_brief=1 \
-  --gtest_filter='StoreConcurrency.*:TieredStore.*:Index.*:*StoreModelTest*:FaultInjection.*:ServerTest.*'
+  --gtest_filter='StoreConcurrency.*:TieredStore.*:Index.*:*StoreModelTest*:FaultInjection.*:ServerTest.*:PoolTest.*:EtcdTest.*'
 
 # fuzz NAME SECONDS SOURCES...: build a libFuzzer target with ASan+UBSan and run it for a
 # bounded time from its seed corpus (fuzz/corpus/NAME).
@@ -43,6 +43,8 @@ fuzz request 30 fuzz/request_fuzz.cc src/net/protocol.cc src/common/crc32c.cc \
   src/common/status.cc src/common/key.cc
 fuzz resp 20 fuzz/resp_fuzz.cc src/server/resp_parser.cc
 fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/common/status.cc
+fuzz cluster 20 fuzz/cluster_fuzz.cc src/cluster/http.cc src/cluster/member.cc src/common/base64.cc \
+  src/common/units.cc src/common/status.cc src/net/socket.cc
 
 echo "== benchmark smoke run (figures are not checked here; see docs/PERFORMANCE.md)"
 build/kvpool_bench --quick --no-fio --json build/bench-smoke.json --flash-file build/bench-flash.img >/dev/null

@@ -28,7 +28,7 @@ TEST(Base64, KnownVectorsAndRoundTrip) {
     for (char& c : s) c = static_cast<char>(rng());
     EXPECT_EQ(Base64Decode(Base64Encode(s)).value_or("?"), s);
   }
-  for (const char* bad : {"Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zg=", "Zm=v"}) {
+  for (const char* bad : {"Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zg=", "Zm=v", "Zh==", "Zm9=" }) {
     EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
   }
 }

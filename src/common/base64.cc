@@ -57,6 +57,7 @@ std::optional<std::string> Base64Decode(std::string_view in) {
       }
       v = v << 6 | uint32_t(s);
     }
+    if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff))) return std::nullopt;  // non-canonical
     out.push_back(char(v >> 16));
     if (pad < 2) out.push_back(char(v >> 8));
     if (pad < 1) out.push_back(char(v));

@@ -9,7 +9,8 @@
 namespace kvpool {
 
 std::string Base64Encode(std::string_view bytes);
-// nullopt on a character outside the alphabet, bad padding or a length not a multiple of 4.
+// nullopt on a character outside the alphabet, bad or non-canonical padding (bits set
+// that the padding drops) or a length not a multiple of 4.
 std::optional<std::string> Base64Decode(std::string_view text);
 
 }  // namespace kvpool

@@ -26,6 +26,14 @@ flash_bytes = 0
 admission = "all"
 huge_pages = false
 
+[cluster]
+etcd = "10.0.0.1:2379,10.0.0.2:2379"
+member_id = "host7"
+capacity = "2TiB"
+zone = "z1"
+rack = "r4"
+lease_ttl = 5
+
 [[tenant]]
 name = "a"
 token = "x#y"
@@ -41,6 +49,13 @@ namespaces = ["a/*", "shared"]
   EXPECT_EQ(c.store.flash_bytes, 0u);
   EXPECT_EQ(c.store.admission, Admission::kAll);
   EXPECT_FALSE(c.store.huge_pages);
+  EXPECT_EQ(c.cluster.etcd, "10.0.0.1:2379,10.0.0.2:2379");
+  EXPECT_EQ(c.cluster.member_id, "host7");
+  EXPECT_EQ(c.cluster.capacity, 2 * kGiB * 1024);
+  EXPECT_EQ(c.cluster.zone, "z1");
+  EXPECT_EQ(c.cluster.rack, "r4");
+  EXPECT_EQ(c.cluster.lease_ttl, 5u);
+  EXPECT_EQ(c.cluster.prefix, "/kvpool/members/");
   ASSERT_EQ(c.server.tenants.size(), 1u);
   EXPECT_EQ(c.server.tenants[0].token, "x#y");
   EXPECT_EQ(c.server.tenants[0].namespaces.size(), 2u);
