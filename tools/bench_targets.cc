@@ -371,7 +371,16 @@ class ProcessTarget : public BenchTarget {
     auto pid = Spawn(argv, log);
     if (!pid.ok()) return pid.status();
     Adopt(*pid);
-    return WaitForPort(port_, *pid, log);
+    if (Status st = WaitForPort(port_, *pid, log); !st.ok()) return st;
+    if (kind_ == Kind::kKvpoolShm) {  // the Unix socket too, not only the TCP port
+      for (int i = 0; i < 500; ++i) {
+        auto fd = net::Connect(net::Address{true, {}, 0, unix_path_}, 100);
+        if (fd.ok()) return Status::Ok();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return Status::Unavailable("kvpoold did not listen on " + unix_path_);
+    }
+    return Status::Ok();
   }
 
  private:
