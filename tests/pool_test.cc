@@ -1,6 +1,7 @@
 // The pod pool against real processes: etcd (Debian's etcd-server) and several kvpoold
 // nodes on loopback, driven by the pool client.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
@@ -323,6 +324,9 @@ TEST_F(PoolTest, NodeDeathRestartAndJoin) {
   }
   double share = double(blocks_of("n3") - before) / kNew;
   EXPECT_NEAR(share, 0.25, 0.05);
+  // The nodes watch the member list as well and log who joined.
+  EXPECT_TRUE(WaitFor([&] { return nodes_[0]->output().find("joined: n3@") != std::string::npos; }, 3000ms))
+      << nodes_[0]->output();
   PoolStatus st = pc.GetStatus(true);
   EXPECT_TRUE(st.membership_ok);
   for (const auto& m : st.members) {
@@ -425,6 +429,34 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
     return b == on_b;
   }, 5000ms));
   EXPECT_TRUE(pc.GetStatus(true).members[1].reachable);
+}
+
+// `kvpool cluster status`: the real CLI against a live and a dead member.
+TEST_F(PoolTest, ClusterStatusCommand) {
+  nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+  ASSERT_TRUE(nodes_[0]->Start()) << nodes_[0]->output();
+  std::string cli = testing::KvpooldPath();
+  cli = cli.substr(0, cli.rfind('/') + 1) + "kvpool";
+  auto run = [&](const std::string& args, std::string* out) {
+    FILE* p = popen((cli + " cluster status " + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    out->clear();
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out->append(buf, n);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  std::string out;
+  std::string live = nodes_[0]->tcp_address() + ",id=live,zone=z9,capacity=2GiB";
+  EXPECT_EQ(run("--members '" + live + "' --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"id\": \"live\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"zone\": \"z9\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"capacity\": 2147483648"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"reachable\": true"), std::string::npos) << out;
+  EXPECT_EQ(run("--members '" + live + ";127.0.0.1:1,id=dead'", &out), 1) << out;
+  EXPECT_NE(out.find("UNREACHABLE"), std::string::npos) << out;
+  EXPECT_NE(out.find("live"), std::string::npos) << out;
+  EXPECT_EQ(run("--members nonsense", &out), 2) << out;
+  EXPECT_NE(out.find("host:port"), std::string::npos) << out;
 }
 
 TEST(PoolOptionsTest, BadOptionsAreClearErrors) {

@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -14,9 +17,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cluster/etcd.h"
 #include "cluster/member.h"
+#include "cluster/membership.h"
 #include "cluster/registrar.h"
 #include "common/units.h"
 #include "engine/tiered_store.h"
@@ -293,6 +299,9 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<kvpool::cluster::Registrar> registrar;
+  std::unique_ptr<kvpool::cluster::Membership> peers;
+  std::thread peer_log;
+  std::atomic<bool> stopping{false};
   if (!c.cluster.etcd.empty()) {
     auto self = SelfMember(c, srv->port());
     if (!self.ok()) return Fail("cluster: " + self.status().ToString());
@@ -304,11 +313,38 @@ int main(int argc, char** argv) {
         kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
     registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);
     registrar->Start();
+    // Nodes watch the member list too: each change is logged (who joined, who left).
+    peers = kvpool::cluster::Membership::FromEtcd(ro.endpoints, ro.prefix, 1000);
+    peer_log = std::thread([&] {
+      uint64_t seen = 0;
+      std::vector<std::string> before;
+      while (!stopping.load()) {
+        if (uint64_t v = peers->version(); v != seen) {
+          seen = v;
+          std::vector<std::string> now;
+          for (const auto& m : *peers->Current().members) now.push_back(m.id + "@" + m.address);
+          std::string joined, left;
+          for (const auto& m : now) {
+            if (std::find(before.begin(), before.end(), m) == before.end()) joined += " " + m;
+          }
+          for (const auto& m : before) {
+            if (std::find(now.begin(), now.end(), m) == now.end()) left += " " + m;
+          }
+          Log("pod members: " + std::to_string(now.size()) + (joined.empty() ? "" : "; joined:" + joined) +
+              (left.empty() ? "" : "; left:" + left));
+          before = std::move(now);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
   }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   Log(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  stopping = true;
+  if (peer_log.joinable()) peer_log.join();
+  peers.reset();
   registrar.reset();  // leave the member list before the port closes
   srv->Stop();
   kvpool::server::ServerStats ss = srv->GetStats();
