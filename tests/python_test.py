@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""The kvpool Python module (build/python/kvpool) against an independent implementation of
+the key derivation (python3-xxhash), numpy and torch buffers, and a real kvpoold.
+
+usage: python_test.py BUILD_DIR      (uses BUILD_DIR/python and BUILD_DIR/kvpoold)
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+BUILD = sys.argv.pop(1) if len(sys.argv) > 1 else "build"
+sys.path.insert(0, os.path.join(BUILD, "python"))
+
+import numpy as np  # noqa: E402
+import xxhash  # noqa: E402
+
+import kvpool  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+except ImportError:  # python3-torch is optional here; the torch tests say so
+    torch = None
+
+
+def ref_key(digest128):
+    """A Key from XXH3-128's integer digest: hi = high 64 bits."""
+    return kvpool.Key(digest128 >> 64, digest128 & ((1 << 64) - 1))
+
+
+def ref_root(ns):
+    return ref_key(xxhash.xxh3_128_intdigest(("kvpool/ns/v1/" + ns).encode()))
+
+
+def ref_chain(parent, tokens, block):
+    """docs/KEYS.md: key = XXH3_128(parent16 || tokens as LE u32); parent16 = hi then lo,
+    each little-endian. The all-zero key maps to {0, 1}."""
+    keys = []
+    for i in range(len(tokens) // block):
+        data = struct.pack("<QQ", parent.hi, parent.lo) + struct.pack(f"<{block}I", *tokens[i * block:(i + 1) * block])
+        k = ref_key(xxhash.xxh3_128_intdigest(data))
+        if k.hi == 0 and k.lo == 0:
+            k = kvpool.Key(0, 1)
+        keys.append(k)
+        parent = k
+    return keys
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kvpoold-py-")
+        ready = os.path.join(self.dir, "ready.json")
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen(
+            [os.path.join(BUILD, "kvpoold"), "--data-dir", self.dir, "--dram", "128MiB", "--flash", "0",
+             "--listen", "127.0.0.1:0", "--resp-listen", "off", "--reactors", "2", "--no-prefault",
+             "--ready-file", ready], stdout=self.log, stderr=self.log)
+        deadline = time.time() + 10
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("kvpoold did not start: " + open(self.log.name).read())
+            time.sleep(0.01)
+        with open(ready) as f:
+            info = json.load(f)
+        self.address = "127.0.0.1:%d" % info["port"]
+        self.unix = "unix:" + info["unix"]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=10)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc
+
+
+class Keys(unittest.TestCase):
+    def test_chain_keys_match_an_independent_implementation(self):
+        for ns, n, block in [("default", 64, 16), ("tenant/llama-3.1-8b/bf16", 1000, 16), ("x", 77, 7)]:
+            tokens = [(i * 2654435761) % 128256 for i in range(n)]
+            self.assertEqual(kvpool.namespace_root(ns), ref_root(ns))
+            got = kvpool.chain_keys(ns, tokens, block)
+            self.assertEqual(len(got), n // block)  # the partial last block has no key
+            self.assertEqual(got, ref_chain(ref_root(ns), tokens, block))
+        self.assertEqual(kvpool.Key.from_bytes(b"hello"), ref_key(xxhash.xxh3_128_intdigest(b"hello")))
+        k = kvpool.chain_keys("default", list(range(16)), 16)[0]
+        self.assertEqual(kvpool.Key.from_hex(k.hex()), k)
+        self.assertEqual(len({k, kvpool.Key(k.hi, k.lo)}), 1)
+        with self.assertRaises(ValueError):
+            kvpool.chain_keys("default", [1, 2], 0)
+
+
+class Embedded(unittest.TestCase):
+    def setUp(self):
+        self.s = kvpool.Store(dram_bytes=64 << 20)
+
+    def test_numpy_round_trip_without_copies_into_the_callers_array(self):
+        keys = kvpool.chain_keys("np", list(range(16 * 8)), 16)
+        values = [np.random.default_rng(i).random(4096, dtype=np.float32) for i in range(8)]
+        self.assertEqual(self.s.batch_put(keys, values), ["OK"] * 8)
+        self.assertEqual(self.s.put(keys[0], values[0]), "Exists")  # insert-only by default
+        outs = [np.zeros(4096, np.float32) for _ in range(8)]
+        self.assertEqual(self.s.batch_get(keys, outs), [4096 * 4] * 8)
+        for v, o in zip(values, outs):
+            np.testing.assert_array_equal(v, o)
+        self.assertEqual(self.s.match_prefix(keys), 8)
+        self.assertTrue(self.s.erase(keys[3]))
+        self.assertEqual(self.s.match_prefix(keys), 3)
+        self.assertEqual(self.s.batch_get(keys[3:5], outs[3:5]), [-1, 4096 * 4])
+        self.assertEqual(self.s.batch_exists(keys[2:5]), [True, False, True])
+
+    def test_misses_and_bad_buffers(self):
+        self.assertIsNone(self.s.get("absent"))
+        self.assertIsNone(self.s.get("absent", bytearray(10)))
+        self.assertFalse(self.s.exists("absent"))
+        self.s.put("k", b"0123456789")
+        self.assertEqual(self.s.get("k"), b"0123456789")
+        with self.assertRaises(ValueError):  # too small: says so rather than truncating
+            self.s.get("k", bytearray(4))
+        with self.assertRaises(ValueError):  # strided view: not contiguous
+            self.s.get("k", np.zeros((4, 8), np.uint8)[:, ::2])
+        with self.assertRaises(ValueError):
+            self.s.put(3.5, b"x")
+        with self.assertRaises(ValueError):
+            self.s.put("v", object())
+        with self.assertRaises(ValueError):
+            self.s.batch_get(["a", "b"], [bytearray(1)])
+
+    @unittest.skipIf(torch is None, "python3-torch not installed")
+    def test_torch_tensors(self):
+        t = torch.arange(8192, dtype=torch.float16)
+        self.assertEqual(self.s.put("t", t), "OK")
+        out = torch.zeros(8192, dtype=torch.float16)
+        self.assertEqual(self.s.get("t", out), 8192 * 2)
+        self.assertTrue(torch.equal(t, out))
+
+
+class AgainstKvpoold(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.d.stop() == 0
+
+    def test_client_batches_match_prefix_and_stats(self):
+        c = kvpool.Client(self.d.address, namespace="py")
+        self.assertTrue(c.ping())
+        keys = kvpool.chain_keys("py", list(range(16 * 32)), 16)
+        values = [np.full(65536, i, np.uint8) for i in range(32)]
+        self.assertEqual(c.batch_put(keys[:20], values[:20]), ["OK"] * 20)
+        outs = [np.zeros(65536, np.uint8) for _ in range(32)]
+        sizes = c.batch_get(keys, outs)
+        self.assertEqual(sizes, [65536] * 20 + [-1] * 12)
+        for i in range(20):
+            self.assertTrue((outs[i] == i).all())
+        self.assertEqual(c.match_prefix(keys), 20)
+        self.assertIn("gets", c.stats())
+        # Namespaces are apart: the same key in another namespace is a miss.
+        other = kvpool.Client(self.d.address, namespace="elsewhere")
+        self.assertIsNone(other.get(keys[0]))
+
+    def test_same_host_shared_memory(self):
+        c = kvpool.Client(self.d.unix, namespace="py-shm", shared_memory_bytes=8 << 20)
+        self.assertTrue(c.ping())
+        region = np.frombuffer(c.shared_memory(), dtype=np.uint8)
+        self.assertGreaterEqual(region.size, 4 << 20)
+        src, dst = region[:1 << 20], region[1 << 20:2 << 20]
+        src[:] = np.arange(1 << 20, dtype=np.uint64).astype(np.uint8)
+        self.assertEqual(c.put("blk", src), "OK")
+        self.assertEqual(c.get("blk", dst), 1 << 20)
+        np.testing.assert_array_equal(src, dst)
+
+    def test_threads_share_the_server_with_the_gil_released(self):
+        errors = []
+
+        def worker(i):
+            try:
+                c = kvpool.Client(self.d.address, namespace="threads")
+                buf = np.zeros(16384, np.uint8)
+                for j in range(50):
+                    v = np.full(16384, (i * 50 + j) % 251, np.uint8)
+                    assert c.put(f"{i}/{j}", v, overwrite=True) == "OK"
+                    assert c.get(f"{i}/{j}", buf) == 16384 and (buf == v).all()
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+
+    def test_unreachable_server_is_a_prompt_miss(self):
+        c = kvpool.Client("127.0.0.1:1", timeout_ms=300)
+        t0 = time.time()
+        self.assertIsNone(c.get("k"))
+        self.assertEqual(c.batch_get(["a", "b"], [bytearray(4), bytearray(4)]), [-1, -1])
+        self.assertFalse(c.ping())
+        self.assertNotEqual(c.put("k", b"v"), "OK")
+        self.assertLess(time.time() - t0, 5)
+
+    def test_pool_over_static_members(self):
+        p = kvpool.Pool(members=self.d.address + ",id=only", namespace="pool-py")
+        self.assertEqual(p.put("a", b"1"), "OK")
+        self.assertEqual(p.get("a"), b"1")
+        self.assertEqual(p.owner_of("a"), "only")
+
+    def test_module_command_line(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "kvpool", *a], env=env,
+                                              capture_output=True, timeout=30, **kw)
+        h = run("--help")
+        self.assertEqual(h.returncode, 0)
+        self.assertIn(b"put", h.stdout)
+        self.assertEqual(run("--address", self.d.address, "put", "cli-key", input=b"payload").returncode, 0)
+        g = run("--address", self.d.address, "get", "cli-key")
+        self.assertEqual((g.returncode, g.stdout), (0, b"payload"))
+        self.assertEqual(run("--address", self.d.address, "get", "missing").returncode, 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
