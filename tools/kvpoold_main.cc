@@ -83,10 +83,14 @@ Signals: SIGTERM or SIGINT stop it cleanly. A second kvpoold on the same data
 directory is refused.
 )";
 
+// Called from several threads (main, etcd registration, the member watch): gmtime_r, and
+// one fprintf per line (stdio locks the stream).
 void Log(const std::string& msg) {
   char ts[32];
   time_t now = time(nullptr);
-  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  struct tm utc {};
+  gmtime_r(&now, &utc);
+  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &utc);
   std::fprintf(stderr, "%s kvpoold[%d]: %s\n", ts, getpid(), msg.c_str());
 }
 
@@ -322,7 +326,8 @@ int main(int argc, char** argv) {
         if (uint64_t v = peers->version(); v != seen) {
           seen = v;
           std::vector<std::string> now;
-          for (const auto& m : *peers->Current().members) now.push_back(m.id + "@" + m.address);
+          kvpool::cluster::MembershipView view = peers->Current();  // holds the list alive
+          for (const auto& m : *view.members) now.push_back(m.id + "@" + m.address);
           std::string joined, left;
           for (const auto& m : now) {
             if (std::find(before.begin(), before.end(), m) == before.end()) joined += " " + m;

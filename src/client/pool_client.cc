@@ -79,7 +79,10 @@ class PoolClient::Impl {
       for (const Member& m : *view.members) {
         auto it = nodes_.find(m.id);
         if (it != nodes_.end() && it->second->member.address == m.address) {
-          it->second->member = m;
+          if (!(it->second->member == m)) {  // new capacity or labels; the prober reads it
+            std::lock_guard<std::mutex> lock(probe_mu_);
+            it->second->member = m;
+          }
           next[m.id] = it->second;
           continue;
         }
@@ -186,17 +189,17 @@ class PoolClient::Impl {
     while (!stop_) {
       probe_cv_.wait_for(lock, std::chrono::milliseconds(period), [&] { return stop_; });
       if (stop_) break;
-      std::vector<std::shared_ptr<Node>> due;
+      std::vector<std::pair<std::shared_ptr<Node>, std::string>> due;  // node, address
       auto now = Clock::now();
       for (auto& [id, n] : nodes_) {
         if (n->dropped && !n->revived && now - n->dropped_at >= std::chrono::milliseconds(options_.retry_after_ms)) {
-          due.push_back(n);
+          due.emplace_back(n, n->member.address);
         }
       }
       lock.unlock();
-      for (auto& n : due) {
+      for (auto& [n, address] : due) {
         ClientOptions co = options_.client;
-        co.address = n->member.address;
+        co.address = address;
         co.shared_memory_bytes = 0;
         co.connect_timeout_ms = co.request_timeout_ms = options_.node_timeout_ms;
         auto c = Client::Create(co);
