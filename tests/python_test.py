@@ -4,14 +4,10 @@ the key derivation (python3-xxhash), numpy and torch buffers, and a real kvpoold
 
 usage: python_test.py BUILD_DIR      (uses BUILD_DIR/python and BUILD_DIR/kvpoold)
 """
-import json
 import os
-import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -23,6 +19,7 @@ import numpy as np  # noqa: E402
 import xxhash  # noqa: E402
 
 import kvpool  # noqa: E402
+from kvpoold_process import Kvpoold  # noqa: E402
 
 try:
     import torch  # noqa: E402
@@ -53,32 +50,8 @@ def ref_chain(parent, tokens, block):
     return keys
 
 
-class Daemon:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="kvpoold-py-")
-        ready = os.path.join(self.dir, "ready.json")
-        self.log = open(os.path.join(self.dir, "log"), "w")
-        self.proc = subprocess.Popen(
-            [os.path.join(BUILD, "kvpoold"), "--data-dir", self.dir, "--dram", "128MiB", "--flash", "0",
-             "--listen", "127.0.0.1:0", "--resp-listen", "off", "--reactors", "2", "--no-prefault",
-             "--ready-file", ready], stdout=self.log, stderr=self.log)
-        deadline = time.time() + 10
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("kvpoold did not start: " + open(self.log.name).read())
-            time.sleep(0.01)
-        with open(ready) as f:
-            info = json.load(f)
-        self.address = "127.0.0.1:%d" % info["port"]
-        self.unix = "unix:" + info["unix"]
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=10)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return rc
-
+def Daemon():
+    return Kvpoold(os.path.join(BUILD, "kvpoold"), resp=False)
 
 class Keys(unittest.TestCase):
     def test_chain_keys_match_an_independent_implementation(self):

@@ -5,10 +5,8 @@ it by PID.
 
 usage: resp_clients_test.py PATH/TO/kvpoold
 """
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,39 +15,19 @@ import unittest
 
 import redis
 
+from kvpoold_process import Kvpoold
+
 KVPOOLD = sys.argv.pop(1) if len(sys.argv) > 1 else "build/kvpoold"
 
 
-class Daemon:
-    def __init__(self, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="kvpoold-resp-")
-        ready = os.path.join(self.dir, "ready.json")
-        self.log = open(os.path.join(self.dir, "log"), "w")
-        self.proc = subprocess.Popen(
-            [KVPOOLD, "--data-dir", self.dir, "--dram", "128MiB", "--flash", "0",
-             "--listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--reactors", "2",
-             "--ready-file", ready, *extra],
-            stdout=self.log, stderr=self.log)
-        deadline = time.time() + 10
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("kvpoold did not start: " + open(self.log.name).read())
-            time.sleep(0.01)
-        self.port = json.load(open(ready))["resp_port"]
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=10)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return rc
-
+def Daemon(extra=()):
+    return Kvpoold(KVPOOLD, extra)
 
 class RespClients(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.d = Daemon()
-        cls.r = redis.Redis(host="127.0.0.1", port=cls.d.port)
+        cls.r = redis.Redis(host="127.0.0.1", port=cls.d.resp_port)
 
     @classmethod
     def tearDownClass(cls):
@@ -103,7 +81,7 @@ class RespClients(unittest.TestCase):
         self.assertEqual(p.execute(), [str(i).encode() for i in range(50)])
 
     def test_redis_cli(self):
-        cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(self.d.port)]
+        cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(self.d.resp_port)]
         self.assertEqual(subprocess.check_output(cli + ["PING"]).strip(), b"PONG")
         subprocess.check_call(cli + ["SET", "from-cli", "hello world"], stdout=subprocess.DEVNULL)
         self.assertEqual(self.r.get("from-cli"), b"hello world")
@@ -114,7 +92,7 @@ class RespClients(unittest.TestCase):
 
     def test_redis_benchmark(self):
         out = subprocess.run(
-            ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.d.port), "-t", "set,get,mset",
+            ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.d.resp_port), "-t", "set,get,mset",
              "-n", "3000", "-c", "4", "-d", "4096", "-q"],
             capture_output=True, timeout=120, check=True).stdout.decode()
         # Every test ran and reported a rate, and nothing was an error.
@@ -132,7 +110,7 @@ class RespClients(unittest.TestCase):
         import redis.asyncio as aredis
 
         async def run():
-            pool = aredis.ConnectionPool.from_url(f"redis://127.0.0.1:{self.d.port}",
+            pool = aredis.ConnectionPool.from_url(f"redis://127.0.0.1:{self.d.resp_port}",
                                                   max_connections=150)
             conn = aredis.Redis.from_pool(pool) if hasattr(aredis.Redis, "from_pool") \
                 else aredis.Redis(connection_pool=pool)
@@ -175,15 +153,15 @@ class RespAuth(unittest.TestCase):
                     'token = "s3cret"\nnamespaces = ["cache"]\n')
         daemon = Daemon(["--config", conf])
         try:
-            r = redis.Redis(host="127.0.0.1", port=daemon.port)
+            r = redis.Redis(host="127.0.0.1", port=daemon.resp_port)
             with self.assertRaises(redis.AuthenticationError):
                 r.get("x")
             # Real Redis answers a bad password with WRONGPASS; this redis-py maps it to
             # ResponseError (newer ones to AuthenticationError).
             with self.assertRaisesRegex((redis.AuthenticationError, redis.ResponseError),
                                         "WRONGPASS"):
-                redis.Redis(host="127.0.0.1", port=daemon.port, password="wrong").get("x")
-            ok = redis.Redis(host="127.0.0.1", port=daemon.port, password="s3cret")
+                redis.Redis(host="127.0.0.1", port=daemon.resp_port, password="wrong").get("x")
+            ok = redis.Redis(host="127.0.0.1", port=daemon.resp_port, password="s3cret")
             self.assertTrue(ok.set("x", b"1"))
             self.assertEqual(ok.get("x"), b"1")
             with self.assertRaises(redis.ResponseError):

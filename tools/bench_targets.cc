@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "kvpool/client.h"
 #include "kvpool/pool.h"
@@ -247,9 +248,11 @@ class EchoConn final : public SockConn {
   Status Put(const std::string&, std::span<const std::byte>) override { return Status::Ok(); }
 };
 
+// kvpool through the client library: one node (Client) or the pool (PoolClient).
+template <class ClientT>
 class KvpoolConn final : public BenchConn {
  public:
-  explicit KvpoolConn(std::unique_ptr<Client> c) : c_(std::move(c)) {}
+  explicit KvpoolConn(std::unique_ptr<ClientT> c) : c_(std::move(c)) {}
   Status Get(std::span<const std::string> keys, std::span<std::span<std::byte>> bufs) override {
     ops_.resize(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -266,17 +269,19 @@ class KvpoolConn final : public BenchConn {
     return c_->Put(KeyFromBytes(key), value, PutOptions{.parent = {}, .overwrite = true});
   }
   std::span<std::byte> Buffer(size_t bytes) override {
-    std::span<std::byte> shm = c_->shared_memory();
-    if (shm.size() >= used_ + bytes) {
-      auto b = shm.subspan(used_, bytes);
-      used_ += bytes;
-      return b;
+    if constexpr (std::is_same_v<ClientT, Client>) {  // the pool has no same-host region
+      std::span<std::byte> shm = c_->shared_memory();
+      if (shm.size() >= used_ + bytes) {
+        auto b = shm.subspan(used_, bytes);
+        used_ += bytes;
+        return b;
+      }
     }
     return BenchConn::Buffer(bytes);
   }
 
  private:
-  std::unique_ptr<Client> c_;
+  std::unique_ptr<ClientT> c_;
   std::vector<GetOp> ops_;
   size_t used_ = 0;
 };
@@ -329,7 +334,7 @@ class ProcessTarget : public BenchTarget {
       auto c = Client::Create(o);
       if (!c.ok()) return c.status();
       if (Status s = (*c)->Ping(); !s.ok()) return s;
-      return std::unique_ptr<BenchConn>(new KvpoolConn(std::move(c).value()));
+      return std::unique_ptr<BenchConn>(new KvpoolConn<Client>(std::move(c).value()));
     }
     auto fd = net::Connect(net::Address{false, "127.0.0.1", port_, {}}, 2000);
     if (!fd.ok()) return fd.status();
@@ -391,30 +396,6 @@ class ProcessTarget : public BenchTarget {
   std::string unix_path_;
 };
 
-class PoolConn final : public BenchConn {
- public:
-  explicit PoolConn(std::unique_ptr<PoolClient> c) : c_(std::move(c)) {}
-  Status Get(std::span<const std::string> keys, std::span<std::span<std::byte>> bufs) override {
-    ops_.resize(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      ops_[i].key = KeyFromBytes(keys[i]);
-      ops_[i].buffer = bufs[i];
-    }
-    if (Status s = c_->GetBatch(ops_); !s.ok()) return s;
-    for (const GetOp& op : ops_) {
-      if (!op.status.ok()) return op.status;
-    }
-    return Status::Ok();
-  }
-  Status Put(const std::string& key, std::span<const std::byte> value) override {
-    return c_->Put(KeyFromBytes(key), value, PutOptions{.parent = {}, .overwrite = true});
-  }
-
- private:
-  std::unique_ptr<PoolClient> c_;
-  std::vector<GetOp> ops_;
-};
-
 // N kvpoold nodes (static membership) behind one PoolClient per connection.
 class PoolTarget final : public BenchTarget {
  public:
@@ -428,7 +409,7 @@ class PoolTarget final : public BenchTarget {
     o.node_timeout_ms = 20000;
     auto c = PoolClient::Create(o);
     if (!c.ok()) return c.status();
-    return std::unique_ptr<BenchConn>(new PoolConn(std::move(c).value()));
+    return std::unique_ptr<BenchConn>(new KvpoolConn<PoolClient>(std::move(c).value()));
   }
 
  private:
