@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/histogram.h"
 #include "kvpool/client.h"
 
 namespace kvpool::tools {
@@ -30,6 +32,8 @@ kvpool del KEY            erase KEY; exit 1 if it was not held
 kvpool exists KEY...      print held/missing per key; exit 1 if any is missing
 kvpool stat               the server's counters
 kvpool ping               round trip to the server
+kvpool match-bench [N]    prefix-match latency: puts a chain of N (default 1000) 1 KiB blocks
+                          in namespace "match-bench", then times match_prefix over it for 2 s
   KEY is 32 hex digits (a block key, as ChainKeys derives) or any other string,
   which is hashed (XXH3-128) into a key.
   --server ADDR           host:port or unix:/path (default 127.0.0.1:7400, or $KVPOOL_SERVER)
@@ -81,6 +85,32 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
     if (!text.ok()) return report(text.status());
     std::fputs(text->c_str(), stdout);
     return 0;
+  }
+  if (cmd == "match-bench") {
+    size_t n = args.empty() ? 1000 : std::strtoul(args[0].c_str(), nullptr, 10);
+    if (n == 0 || n > 100000) return Usage("match-bench N: 1..100000 blocks");
+    std::vector<uint32_t> tokens(n * 16);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 2654435761u);
+    std::vector<BlockKey> chain = ChainKeys(NamespaceRoot("match-bench"), tokens, 16);
+    std::vector<std::byte> block(1024, std::byte{7});
+    std::vector<PutOp> puts;
+    for (size_t i = 0; i < n; ++i) puts.push_back(PutOp{chain[i], block, i ? chain[i - 1] : BlockKey{}, {}});
+    if (Status s = c.PutBatch(puts, /*overwrite=*/true); !s.ok()) return report(s);
+    Histogram hist;
+    uint64_t end = NowNanos() + 2'000'000'000ull, count = 0;
+    size_t matched = 0;
+    while (NowNanos() < end) {
+      uint64_t t0 = NowNanos();
+      auto r = c.MatchPrefix(chain);
+      hist.Record(NowNanos() - t0);
+      if (!r.ok()) return report(r.status());
+      matched = *r;
+      ++count;
+    }
+    std::printf("match_prefix over a %zu-block chain (%zu held): %llu calls, p50 %.1f us, p99 %.1f us, "
+                "p99.9 %.1f us\n", n, matched, (unsigned long long)count, hist.Quantile(0.5) / 1e3,
+                hist.Quantile(0.99) / 1e3, hist.Quantile(0.999) / 1e3);
+    return matched == n ? 0 : 1;
   }
   if (args.empty()) return Usage(cmd + " needs a KEY");
   if (cmd == "put") {

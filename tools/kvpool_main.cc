@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
   if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
   if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
-      cmd == "ping") {
+      cmd == "ping" || cmd == "match-bench") {
     return kvpool::tools::ClientCommand(cmd, argc - 2, argv + 2);
   }
   return Fail("unknown command " + cmd);
