@@ -1,5 +1,6 @@
 // The pod pool against real processes: etcd (Debian's etcd-server) and several kvpoold
 // nodes on loopback, driven by the pool client.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -7,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -52,6 +54,27 @@ bool WaitFor(F cond, std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(20ms);
   }
   return cond();
+}
+
+// True once every thread of `pid` is in the stopped state ('T' in /proc/pid/task/*/stat).
+bool AllThreadsStopped(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  bool all = true;
+  int seen = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/stat");
+    std::string line;
+    std::getline(f, line);
+    size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) continue;
+    ++seen;
+    if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
+  }
+  closedir(d);
+  return all && seen > 0;
 }
 
 #define REQUIRE_ETCD()                                                        \
@@ -390,6 +413,7 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
   // b stops answering (SIGSTOP: connections stay open, nothing comes back). Its blocks are
   // misses after node_timeout_ms, and a's blocks in the same batch are served.
   ::kill(nodes_[1]->pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(nodes_[1]->pid()); }, 3000ms));  // kill() is async
   auto t0 = Clock::now();
   ASSERT_TRUE(pc.GetBatch(gets).ok());
   auto took = Clock::now() - t0;
