@@ -51,7 +51,8 @@ struct Buffer {
       // C-contiguous only: strides must match a dense row-major layout.
       py::ssize_t expect = info.itemsize;
       for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-        if (info.shape[d] > 1 && info.strides[d] != expect) throw py::value_error("buffer must be C-contiguous");
+        if (info.shape[d] > 1 && info.strides[d] != expect)
+          throw py::value_error("buffer must be C-contiguous");
         expect *= info.shape[d];
       }
     }
@@ -69,7 +70,8 @@ py::object AsBufferObject(const py::handle& obj) {
 
 void Check(const Status& s) {
   if (s.ok()) return;
-  if (s.code() == Code::kInvalidArgument || s.code() == Code::kTooLarge) throw py::value_error(s.ToString());
+  if (s.code() == Code::kInvalidArgument || s.code() == Code::kTooLarge)
+    throw py::value_error(s.ToString());
   throw std::runtime_error(s.ToString());
 }
 
@@ -107,8 +109,8 @@ struct Ops {
       (void)t.GetBatch(std::span<GetOp>(&op, 1));
     }
     if (op.status.code() == Code::kBufferTooSmall) {
-      throw py::value_error("buffer of " + std::to_string(b.size) + " bytes is smaller than the value (" +
-                            std::to_string(op.size) + ")");
+      throw py::value_error("buffer of " + std::to_string(b.size) +
+                            " bytes is smaller than the value (" + std::to_string(op.size) + ")");
     }
     return op.status.ok() ? py::object(py::int_(op.size)) : py::none();
   }
@@ -132,13 +134,14 @@ struct Ops {
       (void)t.GetBatch(ops);
     }
     std::vector<int64_t> sizes(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
+    for (size_t i = 0; i < ops.size(); ++i)
+      sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
     return sizes;
   }
 
   // Per-item status names: "OK", "Exists", "TooLarge", ... (CodeName).
-  static std::vector<std::string> BatchPut(T& t, const py::iterable& keys, const py::iterable& values,
-                                           bool overwrite) {
+  static std::vector<std::string> BatchPut(T& t, const py::iterable& keys,
+                                           const py::iterable& values, bool overwrite) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<py::object> objs;
     for (const py::handle& h : values) objs.push_back(AsBufferObject(h));
@@ -147,7 +150,8 @@ struct Ops {
     bufs.reserve(objs.size());
     for (auto& o : objs) bufs.emplace_back(o, false);
     std::vector<PutOp> ops(ks.size());
-    for (size_t i = 0; i < ks.size(); ++i) ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, {}, {}};
+    for (size_t i = 0; i < ks.size(); ++i)
+      ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, {}, {}};
     {
       py::gil_scoped_release nogil;
       t.PutOps(ops, overwrite);
@@ -213,17 +217,24 @@ void BindOps(C& cls) {
   cls.def("get", &Ops<T>::Get, py::arg("key"), py::arg("out") = py::none(),
           "Value of key: bytes (out=None) or the size written into `out` (a writable buffer: "
           "numpy array, bytearray, torch CPU tensor). None on a miss.")
-      .def("put", [](T& t, const py::handle& key, const py::handle& value, bool overwrite) {
-             auto r = Ops<T>::BatchPut(t, py::make_tuple(key), py::make_tuple(value), overwrite);
-             return r[0];
-           }, py::arg("key"), py::arg("value"), py::arg("overwrite") = false,
-           "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already held), TooLarge, ...")
+      .def(
+          "put",
+          [](T& t, const py::handle& key, const py::handle& value, bool overwrite) {
+            auto r = Ops<T>::BatchPut(t, py::make_tuple(key), py::make_tuple(value), overwrite);
+            return r[0];
+          },
+          py::arg("key"), py::arg("value"), py::arg("overwrite") = false,
+          "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already "
+          "held), TooLarge, ...")
       .def("batch_get", &Ops<T>::BatchGet, py::arg("keys"), py::arg("outs"),
-           "Reads each key into its buffer; returns sizes, -1 for a miss. One round trip (GIL released).")
-      .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"), py::arg("overwrite") = false,
-           "Stores each value; returns a status name per item.")
+           "Reads each key into its buffer; returns sizes, -1 for a miss. One round trip (GIL "
+           "released).")
+      .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"),
+           py::arg("overwrite") = false, "Stores each value; returns a status name per item.")
       .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"))
-      .def("exists", [](T& t, const py::handle& key) { return bool(Ops<T>::BatchExists(t, py::make_tuple(key))[0]); });
+      .def("exists", [](T& t, const py::handle& key) {
+        return bool(Ops<T>::BatchExists(t, py::make_tuple(key))[0]);
+      });
 }
 
 }  // namespace
@@ -232,94 +243,118 @@ PYBIND11_MODULE(_kvpool, m) {
   m.doc() = "kvpool: a context memory store for LLM inference (KV-cache blocks)";
 
   py::class_<BlockKey>(m, "Key", "A 128-bit block key.")
-      .def(py::init([](uint64_t hi, uint64_t lo) { return BlockKey{hi, lo}; }), py::arg("hi"), py::arg("lo"))
+      .def(py::init([](uint64_t hi, uint64_t lo) {
+             return BlockKey{hi, lo};
+           }),
+           py::arg("hi"), py::arg("lo"))
       .def_readonly("hi", &BlockKey::hi)
       .def_readonly("lo", &BlockKey::lo)
       .def("hex", &BlockKey::ToHex)
-      .def_static("from_hex", [](const std::string& s) {
-        if (s.size() != 32) throw py::value_error("32 hex digits");
-        return ParseKey(s);
-      })
-      .def_static("from_bytes", [](const py::bytes& b) { return KeyFromBytes(std::string(b)); },
-                  "XXH3-128 of arbitrary bytes (as RESP and the CLI name keys)")
+      .def_static("from_hex",
+                  [](const std::string& s) {
+                    if (s.size() != 32) throw py::value_error("32 hex digits");
+                    return ParseKey(s);
+                  })
+      .def_static(
+          "from_bytes", [](const py::bytes& b) { return KeyFromBytes(std::string(b)); },
+          "XXH3-128 of arbitrary bytes (as RESP and the CLI name keys)")
       .def("__eq__", [](const BlockKey& a, const BlockKey& b) { return a == b; })
       .def("__hash__", [](const BlockKey& k) { return BlockKeyHash{}(k); })
       .def("__repr__", [](const BlockKey& k) { return "kvpool.Key('" + k.ToHex() + "')"; });
 
-  m.def("namespace_root", [](const std::string& ns) { return NamespaceRoot(ns); }, py::arg("namespace"));
-  m.def("chain_keys",
-        [](const py::object& parent, const py::object& tokens, size_t block_tokens) {
-          if (block_tokens == 0) throw py::value_error("block_tokens must be > 0");
-          BlockKey p = py::isinstance<py::str>(parent) ? NamespaceRoot(parent.cast<std::string>()) : parent.cast<BlockKey>();
-          std::vector<uint32_t> toks;
-          for (const py::handle& t : tokens) toks.push_back(t.cast<uint32_t>());
-          return ChainKeys(p, toks, block_tokens);
-        },
-        py::arg("parent"), py::arg("tokens"), py::arg("block_tokens") = 16,
-        "Chained keys of the full blocks of `tokens` (parent: a Key or a namespace name). docs/KEYS.md.");
+  m.def(
+      "namespace_root", [](const std::string& ns) { return NamespaceRoot(ns); },
+      py::arg("namespace"));
+  m.def(
+      "chain_keys",
+      [](const py::object& parent, const py::object& tokens, size_t block_tokens) {
+        if (block_tokens == 0) throw py::value_error("block_tokens must be > 0");
+        BlockKey p = py::isinstance<py::str>(parent) ? NamespaceRoot(parent.cast<std::string>())
+                                                     : parent.cast<BlockKey>();
+        std::vector<uint32_t> toks;
+        for (const py::handle& t : tokens) toks.push_back(t.cast<uint32_t>());
+        return ChainKeys(p, toks, block_tokens);
+      },
+      py::arg("parent"), py::arg("tokens"), py::arg("block_tokens") = 16,
+      "Chained keys of the full blocks of `tokens` (parent: a Key or a namespace name). "
+      "docs/KEYS.md.");
 
-  py::class_<StoreFace> store(m, "Store", "The embedded tiered store (DRAM + optional flash file).");
-  store.def(py::init([](uint64_t dram_bytes, const std::string& flash_path, uint64_t flash_bytes) {
-              StoreOptions o;
-              o.dram_bytes = dram_bytes;
-              o.flash_path = flash_path;
-              o.flash_bytes = flash_bytes;
-              o.max_value_bytes = std::min<uint64_t>(o.max_value_bytes, dram_bytes / 2);
-              auto s = Store::Open(o);
-              Check(s.status());
-              return StoreFace{std::move(s).value()};
-            }),
-            py::arg("dram_bytes") = 256ull << 20, py::arg("flash_path") = "", py::arg("flash_bytes") = 1ull << 30)
-      .def("match_prefix", [](StoreFace& s, const py::iterable& keys) {
-        auto ks = ToKeys(keys);
-        py::gil_scoped_release nogil;
-        return s.s->MatchPrefix(ks);
-      })
+  py::class_<StoreFace> store(m, "Store",
+                              "The embedded tiered store (DRAM + optional flash file).");
+  store
+      .def(py::init([](uint64_t dram_bytes, const std::string& flash_path, uint64_t flash_bytes) {
+             StoreOptions o;
+             o.dram_bytes = dram_bytes;
+             o.flash_path = flash_path;
+             o.flash_bytes = flash_bytes;
+             o.max_value_bytes = std::min<uint64_t>(o.max_value_bytes, dram_bytes / 2);
+             auto s = Store::Open(o);
+             Check(s.status());
+             return StoreFace{std::move(s).value()};
+           }),
+           py::arg("dram_bytes") = 256ull << 20, py::arg("flash_path") = "",
+           py::arg("flash_bytes") = 1ull << 30)
+      .def("match_prefix",
+           [](StoreFace& s, const py::iterable& keys) {
+             auto ks = ToKeys(keys);
+             py::gil_scoped_release nogil;
+             return s.s->MatchPrefix(ks);
+           })
       .def("erase", [](StoreFace& s, const py::handle& key) { return s.s->Erase(ToKey(key)).ok(); })
       .def("stats", [](StoreFace& s) { return s.s->GetStats().ToString(); });
   BindOps<StoreFace>(store);
 
   py::class_<ClientFace> client(m, "Client", "A connection to one kvpoold (one thread at a time).");
-  client.def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
-                         int timeout_ms, uint64_t shared_memory_bytes) {
-               ClientOptions o;
-               o.address = address;
-               o.ns = ns;
-               o.token = token;
-               o.request_timeout_ms = timeout_ms;
-               o.connect_timeout_ms = std::min(timeout_ms, 1000);
-               o.shared_memory_bytes = shared_memory_bytes;
-               auto c = Client::Create(o);
-               Check(c.status());
-               return ClientFace{std::move(c).value()};
-             }),
-             py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "default", py::arg("token") = "",
-             py::arg("timeout_ms") = 5000, py::arg("shared_memory_bytes") = 0)
-      .def("match_prefix", [](ClientFace& c, const py::iterable& keys) -> int64_t {
-        auto ks = ToKeys(keys);
-        py::gil_scoped_release nogil;
-        auto r = c.c->MatchPrefix(ks);
-        return r.ok() ? int64_t(*r) : 0;
-      }, "Leading keys of the chain the server holds (one round trip; 0 if unreachable).")
-      .def("erase", [](ClientFace& c, const py::handle& key) {
-        BlockKey k = ToKey(key);
-        py::gil_scoped_release nogil;
-        return c.c->Erase(k).ok();
-      })
-      .def("ping", [](ClientFace& c) {
-        py::gil_scoped_release nogil;
-        return c.c->Ping().ok();
-      })
-      .def("stats", [](ClientFace& c) {
-        auto r = c.c->ServerStats();
-        Check(r.status());
-        return *r;
-      })
-      .def("shared_memory", [](ClientFace& c) {
-        auto s = c.c->shared_memory();
-        return py::memoryview::from_memory(s.data(), static_cast<py::ssize_t>(s.size()));
-      }, "The same-host region (empty unless connected over unix: with shared_memory_bytes): "
-         "values in it skip the socket.");
+  client
+      .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
+                       int timeout_ms, uint64_t shared_memory_bytes) {
+             ClientOptions o;
+             o.address = address;
+             o.ns = ns;
+             o.token = token;
+             o.request_timeout_ms = timeout_ms;
+             o.connect_timeout_ms = std::min(timeout_ms, 1000);
+             o.shared_memory_bytes = shared_memory_bytes;
+             auto c = Client::Create(o);
+             Check(c.status());
+             return ClientFace{std::move(c).value()};
+           }),
+           py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "default",
+           py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("shared_memory_bytes") = 0)
+      .def(
+          "match_prefix",
+          [](ClientFace& c, const py::iterable& keys) -> int64_t {
+            auto ks = ToKeys(keys);
+            py::gil_scoped_release nogil;
+            auto r = c.c->MatchPrefix(ks);
+            return r.ok() ? int64_t(*r) : 0;
+          },
+          "Leading keys of the chain the server holds (one round trip; 0 if unreachable).")
+      .def("erase",
+           [](ClientFace& c, const py::handle& key) {
+             BlockKey k = ToKey(key);
+             py::gil_scoped_release nogil;
+             return c.c->Erase(k).ok();
+           })
+      .def("ping",
+           [](ClientFace& c) {
+             py::gil_scoped_release nogil;
+             return c.c->Ping().ok();
+           })
+      .def("stats",
+           [](ClientFace& c) {
+             auto r = c.c->ServerStats();
+             Check(r.status());
+             return *r;
+           })
+      .def(
+          "shared_memory",
+          [](ClientFace& c) {
+            auto s = c.c->shared_memory();
+            return py::memoryview::from_memory(s.data(), static_cast<py::ssize_t>(s.size()));
+          },
+          "The same-host region (empty unless connected over unix: with shared_memory_bytes): "
+          "values in it skip the socket.");
   BindOps<ClientFace>(client);
 
   py::class_<PoolFace> pool(m, "Pool", "The pod pool: many kvpoold nodes as one store.");

@@ -33,10 +33,23 @@ bool EtcdServer::Start() {
   peer_port_ = FreePort();
   std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
   std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-  std::vector<std::string> args = {"/usr/bin/etcd", "--name", "test", "--data-dir", dir_ + "/data",
-                                   "--listen-client-urls", client, "--advertise-client-urls", client,
-                                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                   "--initial-cluster", "test=" + peer, "--log-level", "warn"};
+  std::vector<std::string> args = {"/usr/bin/etcd",
+                                   "--name",
+                                   "test",
+                                   "--data-dir",
+                                   dir_ + "/data",
+                                   "--listen-client-urls",
+                                   client,
+                                   "--advertise-client-urls",
+                                   client,
+                                   "--listen-peer-urls",
+                                   peer,
+                                   "--initial-advertise-peer-urls",
+                                   peer,
+                                   "--initial-cluster",
+                                   "test=" + peer,
+                                   "--log-level",
+                                   "warn"};
   pid_ = fork();
   if (pid_ == 0) {
     int fd = ::open((dir_ + "/etcd.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -1,10 +1,11 @@
 // The pod pool against real processes: etcd (Debian's etcd-server) and several kvpoold
 // nodes on loopback, driven by the pool client.
+#include "kvpool/pool.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,7 +19,6 @@
 #include "cluster/registrar.h"
 #include "daemon.h"
 #include "etcd.h"
-#include "kvpool/pool.h"
 
 namespace kvpool {
 namespace {
@@ -77,7 +77,7 @@ bool AllThreadsStopped(pid_t pid) {
   return all && seen > 0;
 }
 
-#define REQUIRE_ETCD()                                                        \
+#define REQUIRE_ETCD() \
   if (!EtcdServer::Available()) GTEST_SKIP() << "etcd-server not installed (scripts/deps.sh)"
 
 TEST(EtcdTest, KvRangeWatchAndLeases) {
@@ -102,16 +102,24 @@ TEST(EtcdTest, KvRangeWatchAndLeases) {
   std::thread watcher([&] {
     cluster::Etcd w({etcd.endpoint()}, 1000);
     int64_t last = 0;
-    watch_status = w.WatchPrefix("/t/", rev + 1, [&](const cluster::EtcdEvent& ev) {
-      std::lock_guard<std::mutex> lock(mu);
-      events.push_back(ev);
-    }, stop, &last);
+    watch_status = w.WatchPrefix(
+        "/t/", rev + 1,
+        [&](const cluster::EtcdEvent& ev) {
+          std::lock_guard<std::mutex> lock(mu);
+          events.push_back(ev);
+        },
+        stop, &last);
   });
   std::this_thread::sleep_for(200ms);
   ASSERT_TRUE(e.Put("/t/b", std::string("\x00\xff binary", 9)).ok());
   ASSERT_TRUE(e.Put("/u/y", "not watched").ok());
   ASSERT_TRUE(e.Delete("/t/a").ok());
-  EXPECT_TRUE(WaitFor([&] { std::lock_guard<std::mutex> l(mu); return events.size() >= 2; }, 5000ms));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return events.size() >= 2;
+      },
+      5000ms));
   stop = true;
   watcher.join();
   EXPECT_TRUE(watch_status.ok()) << watch_status.ToString();
@@ -129,11 +137,13 @@ TEST(EtcdTest, KvRangeWatchAndLeases) {
   auto ttl = e.LeaseKeepAlive(*lease);
   ASSERT_TRUE(ttl.ok());
   EXPECT_GT(*ttl, 0);
-  EXPECT_TRUE(WaitFor([&] {
-    std::vector<cluster::EtcdKv> left;
-    int64_t r;
-    return e.RangePrefix("/t/leased", &left, &r).ok() && left.empty();
-  }, 8000ms));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::vector<cluster::EtcdKv> left;
+        int64_t r;
+        return e.RangePrefix("/t/leased", &left, &r).ok() && left.empty();
+      },
+      8000ms));
   auto expired = e.LeaseKeepAlive(*lease);
   ASSERT_TRUE(expired.ok());
   EXPECT_EQ(*expired, 0);
@@ -204,8 +214,8 @@ class PoolTest : public ::testing::Test {
   }
   bool StartNode(size_t i, const std::string& etcd) {
     while (nodes_.size() <= i) nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
-    return nodes_[i]->Start({"--etcd", etcd, "--member-id", "n" + std::to_string(i), "--lease-ttl", "2",
-                             "--labels", "zone=z" + std::to_string(i % 2)});
+    return nodes_[i]->Start({"--etcd", etcd, "--member-id", "n" + std::to_string(i), "--lease-ttl",
+                             "2", "--labels", "zone=z" + std::to_string(i % 2)});
   }
   std::vector<std::unique_ptr<Daemon>> nodes_;
 };
@@ -352,7 +362,8 @@ TEST_F(PoolTest, NodeDeathRestartAndJoin) {
   double share = double(blocks_of("n3") - before) / kNew;
   EXPECT_NEAR(share, 0.25, 0.05);
   // The nodes watch the member list as well and log who joined.
-  EXPECT_TRUE(WaitFor([&] { return nodes_[0]->output().find("joined: n3@") != std::string::npos; }, 3000ms))
+  EXPECT_TRUE(
+      WaitFor([&] { return nodes_[0]->output().find("joined: n3@") != std::string::npos; }, 3000ms))
       << nodes_[0]->output();
   PoolStatus st = pc.GetStatus(true);
   EXPECT_TRUE(st.membership_ok);
@@ -413,7 +424,8 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
   // b stops answering (SIGSTOP: connections stay open, nothing comes back). Its blocks are
   // misses after node_timeout_ms, and a's blocks in the same batch are served.
   ::kill(nodes_[1]->pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(nodes_[1]->pid()); }, 3000ms));  // kill() is async
+  ASSERT_TRUE(
+      WaitFor([&] { return AllThreadsStopped(nodes_[1]->pid()); }, 3000ms));  // kill() is async
   auto t0 = Clock::now();
   ASSERT_TRUE(pc.GetBatch(gets).ok());
   auto took = Clock::now() - t0;
@@ -436,10 +448,13 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
   }
   // After repeated failures b leaves placement: every key maps to a, new puts succeed.
   for (int i = 0; i < 4; ++i) (void)pc.Exists(keys[0]);
-  ASSERT_TRUE(WaitFor([&] {
-    (void)pc.GetBatch(gets);
-    return pc.OwnerOf(keys[0]) == "a" && pc.OwnerOf(keys[1]) == "a" && pc.OwnerOf(keys[2]) == "a";
-  }, 3000ms));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        (void)pc.GetBatch(gets);
+        return pc.OwnerOf(keys[0]) == "a" && pc.OwnerOf(keys[1]) == "a" &&
+               pc.OwnerOf(keys[2]) == "a";
+      },
+      3000ms));
   int owned_by_a = 0;
   for (const BlockKey& k : keys) owned_by_a += pc.OwnerOf(k) == "a";
   EXPECT_EQ(owned_by_a, int(keys.size()));
@@ -451,11 +466,13 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
 
   // b returns on its old port: the prober finds it and it takes its keys again.
   ASSERT_TRUE(nodes_[1]->Start({}, "127.0.0.1:" + std::to_string(port1))) << nodes_[1]->output();
-  ASSERT_TRUE(WaitFor([&] {
-    int b = 0;
-    for (const BlockKey& k : keys) b += pc.OwnerOf(k) == "b";
-    return b == on_b;
-  }, 5000ms));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int b = 0;
+        for (const BlockKey& k : keys) b += pc.OwnerOf(k) == "b";
+        return b == on_b;
+      },
+      5000ms));
   EXPECT_TRUE(pc.GetStatus(true).members[1].reachable);
 }
 

@@ -339,10 +339,12 @@ class ProcessTarget : public BenchTarget {
     auto fd = net::Connect(net::Address{false, "127.0.0.1", port_, {}}, 2000);
     if (!fd.ok()) return fd.status();
     switch (kind_) {
-      case Kind::kRedis: return std::unique_ptr<BenchConn>(new RedisConn(std::move(fd).value()));
+      case Kind::kRedis:
+        return std::unique_ptr<BenchConn>(new RedisConn(std::move(fd).value()));
       case Kind::kMemcached:
         return std::unique_ptr<BenchConn>(new MemcachedConn(std::move(fd).value()));
-      default: return std::unique_ptr<BenchConn>(new EchoConn(std::move(fd).value()));
+      default:
+        return std::unique_ptr<BenchConn>(new EchoConn(std::move(fd).value()));
     }
   }
   Status Start(const BenchEnv& env) {
@@ -355,18 +357,38 @@ class ProcessTarget : public BenchTarget {
       case Kind::kKvpoolShm: {
         std::string dir = env.work_dir + "/kvpoold-" + name_;
         unix_path_ = dir + "/kvpoold.sock";
-        argv = {env.kvpoold_path, "--data-dir", dir, "--dram", "1GiB", "--flash", "0",
-                "--listen", "127.0.0.1:" + port, "--resp-listen", "off"};
+        argv = {env.kvpoold_path,
+                "--data-dir",
+                dir,
+                "--dram",
+                "1GiB",
+                "--flash",
+                "0",
+                "--listen",
+                "127.0.0.1:" + port,
+                "--resp-listen",
+                "off"};
         argv.insert(argv.end(), env.kvpoold_args.begin(), env.kvpoold_args.end());
         break;
       }
       case Kind::kRedis:
-        argv = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"};
+        argv = {"redis-server",
+                "--port",
+                port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no"};
         break;
       case Kind::kMemcached:
-        argv = {"memcached", "-l", "127.0.0.1", "-p", port, "-U", "0", "-m", "2048",
-                "-I", "4m", "-t", "2", "-c", "1024"};
+        argv = {"memcached", "-l", "127.0.0.1", "-p", port, "-U", "0",   "-m",
+                "2048",      "-I", "4m",        "-t", "2",  "-c", "1024"};
         if (getuid() == 0) argv.insert(argv.end(), {"-u", "root"});
         break;
       case Kind::kEcho:
@@ -468,12 +490,18 @@ Result<std::unique_ptr<BenchTarget>> StartTarget(const std::string& name, const 
     }
     return std::unique_ptr<BenchTarget>(new PoolTarget(name, std::move(nodes)));
   }
-  if (name == "kvpool") kind = K::kKvpool;
-  else if (name == "kvpool-shm") kind = K::kKvpoolShm;
-  else if (name == "redis") kind = K::kRedis;
-  else if (name == "memcached") kind = K::kMemcached;
-  else if (name == "echo") kind = K::kEcho;
-  else return Status::InvalidArgument("unknown bench target '" + name + "'");
+  if (name == "kvpool")
+    kind = K::kKvpool;
+  else if (name == "kvpool-shm")
+    kind = K::kKvpoolShm;
+  else if (name == "redis")
+    kind = K::kRedis;
+  else if (name == "memcached")
+    kind = K::kMemcached;
+  else if (name == "echo")
+    kind = K::kEcho;
+  else
+    return Status::InvalidArgument("unknown bench target '" + name + "'");
   auto t = std::make_unique<ProcessTarget>(name, kind, env);
   if (Status s = t->Start(env); !s.ok()) return Status(s.code(), name + ": " + s.ToString());
   return std::unique_ptr<BenchTarget>(std::move(t));

@@ -23,7 +23,8 @@ class BenchConn {
  public:
   virtual ~BenchConn() = default;
   // Gets keys[i] into buffers[i] (each exactly the value's size); all must hit.
-  virtual Status Get(std::span<const std::string> keys, std::span<std::span<std::byte>> buffers) = 0;
+  virtual Status Get(std::span<const std::string> keys,
+                     std::span<std::span<std::byte>> buffers) = 0;
   virtual Status Put(const std::string& key, std::span<const std::byte> value) = 0;
   // A buffer for values of this connection (shared memory for kvpool's same-host path).
   virtual std::span<std::byte> Buffer(size_t bytes);
@@ -47,9 +48,9 @@ class BenchTarget {
 };
 
 struct BenchEnv {
-  std::string kvpoold_path;  // next to the kvpool binary
-  std::string work_dir;      // scratch: kvpoold's data dir, the fsync directory
-  unsigned busy_poll_us = 0;  // kvpool clients: ClientOptions::busy_poll_us
+  std::string kvpoold_path;               // next to the kvpool binary
+  std::string work_dir;                   // scratch: kvpoold's data dir, the fsync directory
+  unsigned busy_poll_us = 0;              // kvpool clients: ClientOptions::busy_poll_us
   std::vector<std::string> kvpoold_args;  // appended to the benchmark's kvpoold command line
 };
 

@@ -94,7 +94,8 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
     std::vector<BlockKey> chain = ChainKeys(NamespaceRoot("match-bench"), tokens, 16);
     std::vector<std::byte> block(1024, std::byte{7});
     std::vector<PutOp> puts;
-    for (size_t i = 0; i < n; ++i) puts.push_back(PutOp{chain[i], block, i ? chain[i - 1] : BlockKey{}, {}});
+    for (size_t i = 0; i < n; ++i)
+      puts.push_back(PutOp{chain[i], block, i ? chain[i - 1] : BlockKey{}, {}});
     if (Status s = c.PutBatch(puts, /*overwrite=*/true); !s.ok()) return report(s);
     Histogram hist;
     uint64_t end = NowNanos() + 2'000'000'000ull, count = 0;
@@ -107,9 +108,11 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
       matched = *r;
       ++count;
     }
-    std::printf("match_prefix over a %zu-block chain (%zu held): %llu calls, p50 %.1f us, p99 %.1f us, "
-                "p99.9 %.1f us\n", n, matched, (unsigned long long)count, hist.Quantile(0.5) / 1e3,
-                hist.Quantile(0.99) / 1e3, hist.Quantile(0.999) / 1e3);
+    std::printf(
+        "match_prefix over a %zu-block chain (%zu held): %llu calls, p50 %.1f us, p99 %.1f us, "
+        "p99.9 %.1f us\n",
+        n, matched, (unsigned long long)count, hist.Quantile(0.5) / 1e3, hist.Quantile(0.99) / 1e3,
+        hist.Quantile(0.999) / 1e3);
     return matched == n ? 0 : 1;
   }
   if (args.empty()) return Usage(cmd + " needs a KEY");
@@ -126,7 +129,8 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
     Status s = c.Put(ParseKey(args[0]), std::as_bytes(std::span(data)),
                      PutOptions{.parent = {}, .overwrite = overwrite});
     if (!s.ok()) return report(s);
-    std::fprintf(stderr, "stored %zu bytes under %s\n", data.size(), ParseKey(args[0]).ToHex().c_str());
+    std::fprintf(stderr, "stored %zu bytes under %s\n", data.size(),
+                 ParseKey(args[0]).ToHex().c_str());
     return 0;
   }
   if (cmd == "get") {

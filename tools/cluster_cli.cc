@@ -54,11 +54,16 @@ int Status(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
-    if (a == "--etcd" && (v = value())) o.etcd = v;
-    else if (a == "--etcd-prefix" && (v = value())) o.etcd_prefix = v;
-    else if (a == "--members" && (v = value())) o.members = v;
-    else if (a == "--json") json = true;
-    else return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
+    if (a == "--etcd" && (v = value()))
+      o.etcd = v;
+    else if (a == "--etcd-prefix" && (v = value()))
+      o.etcd_prefix = v;
+    else if (a == "--members" && (v = value()))
+      o.members = v;
+    else if (a == "--json")
+      json = true;
+    else
+      return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
   }
   o.node_timeout_ms = 1000;
   auto pool = PoolClient::Create(o);
@@ -71,31 +76,38 @@ int Status(int argc, char** argv) {
                 st.membership_ok ? "true" : "false", JsonEscape(st.membership_error).c_str());
     for (size_t i = 0; i < st.members.size(); ++i) {
       const auto& m = st.members[i];
-      std::printf("%s\n  {\"id\": \"%s\", \"address\": \"%s\", \"zone\": \"%s\", \"rack\": \"%s\", "
-                  "\"node\": \"%s\", \"capacity\": %llu, \"reachable\": %s, \"used_bytes\": %llu, "
-                  "\"blocks\": %llu, \"gets\": %llu, \"hits\": %llu}",
-                  i ? "," : "", JsonEscape(m.id).c_str(), JsonEscape(m.address).c_str(),
-                  JsonEscape(m.zone).c_str(), JsonEscape(m.rack).c_str(), JsonEscape(m.node).c_str(),
-                  (unsigned long long)m.capacity, m.reachable ? "true" : "false",
-                  (unsigned long long)m.used_bytes, (unsigned long long)m.blocks,
-                  (unsigned long long)m.gets, (unsigned long long)m.hits);
+      std::printf(
+          "%s\n  {\"id\": \"%s\", \"address\": \"%s\", \"zone\": \"%s\", \"rack\": \"%s\", "
+          "\"node\": \"%s\", \"capacity\": %llu, \"reachable\": %s, \"used_bytes\": %llu, "
+          "\"blocks\": %llu, \"gets\": %llu, \"hits\": %llu}",
+          i ? "," : "", JsonEscape(m.id).c_str(), JsonEscape(m.address).c_str(),
+          JsonEscape(m.zone).c_str(), JsonEscape(m.rack).c_str(), JsonEscape(m.node).c_str(),
+          (unsigned long long)m.capacity, m.reachable ? "true" : "false",
+          (unsigned long long)m.used_bytes, (unsigned long long)m.blocks,
+          (unsigned long long)m.gets, (unsigned long long)m.hits);
     }
     std::printf("\n]}\n");
     return unreachable ? 1 : 0;
   }
-  std::printf("membership: %s%s, %zu members\n", o.etcd.empty() ? "static list" : ("etcd " + o.etcd).c_str(),
-              st.membership_ok ? "" : (" (UNREACHABLE: " + st.membership_error + "; last known list)").c_str(),
+  std::printf("membership: %s%s, %zu members\n",
+              o.etcd.empty() ? "static list" : ("etcd " + o.etcd).c_str(),
+              st.membership_ok
+                  ? ""
+                  : (" (UNREACHABLE: " + st.membership_error + "; last known list)").c_str(),
               st.members.size());
-  std::printf("%-22s %-22s %-8s %-8s %-10s %10s %10s %10s %10s %8s %s\n", "id", "address", "zone", "rack",
-              "node", "capacity", "used", "blocks", "gets", "hit rate", "state");
+  std::printf("%-22s %-22s %-8s %-8s %-10s %10s %10s %10s %10s %8s %s\n", "id", "address", "zone",
+              "rack", "node", "capacity", "used", "blocks", "gets", "hit rate", "state");
   for (const auto& m : st.members) {
     char hit[16] = "-";
-    if (m.stats_valid && m.gets) std::snprintf(hit, sizeof(hit), "%.3f", double(m.hits) / double(m.gets));
+    if (m.stats_valid && m.gets)
+      std::snprintf(hit, sizeof(hit), "%.3f", double(m.hits) / double(m.gets));
     std::printf("%-22s %-22s %-8s %-8s %-10s %10s %10s %10llu %10llu %8s %s\n", m.id.c_str(),
-                m.address.c_str(), m.zone.empty() ? "-" : m.zone.c_str(), m.rack.empty() ? "-" : m.rack.c_str(),
-                m.node.empty() ? "-" : m.node.c_str(), FormatSize(m.capacity).c_str(),
-                m.stats_valid ? FormatSize(m.used_bytes).c_str() : "-", (unsigned long long)m.blocks,
-                (unsigned long long)m.gets, hit, m.reachable ? "up" : "UNREACHABLE");
+                m.address.c_str(), m.zone.empty() ? "-" : m.zone.c_str(),
+                m.rack.empty() ? "-" : m.rack.c_str(), m.node.empty() ? "-" : m.node.c_str(),
+                FormatSize(m.capacity).c_str(),
+                m.stats_valid ? FormatSize(m.used_bytes).c_str() : "-",
+                (unsigned long long)m.blocks, (unsigned long long)m.gets, hit,
+                m.reachable ? "up" : "UNREACHABLE");
   }
   return unreachable ? 1 : 0;
 }
@@ -105,10 +117,14 @@ int PlacementBench(int argc, char** argv) {
   std::string json;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--members" && i + 1 < argc) members = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
+    if (a == "--keys" && i + 1 < argc)
+      keys = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--members" && i + 1 < argc)
+      members = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
+    else
+      return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
   }
   if (keys < 1000 || keys > 100'000'000 || members < 2 || members > 1000) {
     return Fail("--keys 1000..1e8, --members 2..1000");
@@ -133,10 +149,13 @@ int PlacementBench(int argc, char** argv) {
   };
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> base = owners(ms);
-  double ns_per_key = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / keys;
+  double ns_per_key =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+      keys;
   double total_w = 0;
   for (const auto& m : ms) total_w += double(m.capacity);
-  std::printf("placement: %zu keys over %zu members (weights 1-4 TiB), weighted rendezvous\n", keys, members);
+  std::printf("placement: %zu keys over %zu members (weights 1-4 TiB), weighted rendezvous\n", keys,
+              members);
   std::printf("%-10s %8s %10s %10s %10s\n", "member", "weight", "expected", "share", "deviation");
   double worst = 0;
   std::string rows;
@@ -145,10 +164,11 @@ int PlacementBench(int argc, char** argv) {
     double expect = double(m.capacity) / total_w, share = double(n) / double(keys);
     double dev = share / expect - 1;
     worst = std::max(worst, std::fabs(dev));
-    std::printf("%-10s %6.0fTi %10.4f %10.4f %+9.2f%%\n", m.id.c_str(), double(m.capacity) / (1ull << 40), expect,
-                share, 100 * dev);
-    rows += (rows.empty() ? "" : ", ") + std::string("{\"id\": \"") + m.id + "\", \"expected\": " +
-            std::to_string(expect) + ", \"share\": " + std::to_string(share) + "}";
+    std::printf("%-10s %6.0fTi %10.4f %10.4f %+9.2f%%\n", m.id.c_str(),
+                double(m.capacity) / (1ull << 40), expect, share, 100 * dev);
+    rows += (rows.empty() ? "" : ", ") + std::string("{\"id\": \"") + m.id +
+            "\", \"expected\": " + std::to_string(expect) +
+            ", \"share\": " + std::to_string(share) + "}";
   }
   // Join: a new member of average weight; leave: member 0 goes.
   std::vector<cluster::Member> joined = ms;
@@ -175,23 +195,29 @@ int PlacementBench(int argc, char** argv) {
   double bound = 1.0 / double(members) + 0.02;
   std::printf("\nworst share deviation from weight: %.2f%% (goal <= 5%%: %s)\n", 100 * worst,
               worst <= 0.05 ? "met" : "NOT met");
-  std::printf("join of a %.1f TiB member: %.2f%% of keys moved (its weight share %.2f%%; "
-              "goal <= 1/N + 2%% = %.2f%%: %s); moves between old members: %zu\n",
-              double(extra.capacity) / (1ull << 40), 100 * join_moved, 100 * join_min, 100 * bound,
-              join_moved <= bound ? "met" : "NOT met", wrong_join);
-  std::printf("leave of %s: %.2f%% of keys moved (its share %.2f%%; goal <= %.2f%%: %s); other moves: %zu\n",
-              ms[0].id.c_str(), 100 * leave_moved, 100 * leave_min, 100 * bound,
-              leave_moved <= bound ? "met" : "NOT met", wrong_leave);
+  std::printf(
+      "join of a %.1f TiB member: %.2f%% of keys moved (its weight share %.2f%%; "
+      "goal <= 1/N + 2%% = %.2f%%: %s); moves between old members: %zu\n",
+      double(extra.capacity) / (1ull << 40), 100 * join_moved, 100 * join_min, 100 * bound,
+      join_moved <= bound ? "met" : "NOT met", wrong_join);
+  std::printf(
+      "leave of %s: %.2f%% of keys moved (its share %.2f%%; goal <= %.2f%%: %s); other moves: "
+      "%zu\n",
+      ms[0].id.c_str(), 100 * leave_moved, 100 * leave_min, 100 * bound,
+      leave_moved <= bound ? "met" : "NOT met", wrong_leave);
   std::printf("owner computation: %.0f ns per key over %zu members\n", ns_per_key, members);
   if (!json.empty()) {
     std::ofstream f(json);
     f << "{\"keys\": " << keys << ", \"members\": " << members << ", \"shares\": [" << rows
       << "], \"worst_deviation\": " << worst << ", \"join_moved\": " << join_moved
       << ", \"leave_moved\": " << leave_moved << ", \"bound\": " << bound
-      << ", \"moves_between_others\": " << wrong_join + wrong_leave << ", \"ns_per_key\": " << ns_per_key
-      << "}\n";
+      << ", \"moves_between_others\": " << wrong_join + wrong_leave
+      << ", \"ns_per_key\": " << ns_per_key << "}\n";
   }
-  return worst <= 0.05 && join_moved <= bound && leave_moved <= bound && wrong_join + wrong_leave == 0 ? 0 : 1;
+  return worst <= 0.05 && join_moved <= bound && leave_moved <= bound &&
+                 wrong_join + wrong_leave == 0
+             ? 0
+             : 1;
 }
 
 }  // namespace

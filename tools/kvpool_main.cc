@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "common/units.h"
 #include "client_cli.h"
 #include "cluster_cli.h"
+#include "common/units.h"
 #include "net_bench.h"
 #include "replay.h"
 #include "trace.h"

@@ -35,7 +35,8 @@ namespace {
 
 using kvpool::server::DaemonConfig;
 
-constexpr char kUsage[] = R"(kvpoold - the kvpool pool daemon: serves a tiered KV-cache block store (DRAM +
+constexpr char kUsage[] =
+    R"(kvpoold - the kvpool pool daemon: serves a tiered KV-cache block store (DRAM +
 flash) over the native protocol (TCP and a same-host Unix socket with shared
 memory) and over RESP2 (Redis clients work unchanged).
 
@@ -104,7 +105,8 @@ std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
 // This node as clients should see it: the advertise address (or the listen host with the
 // port actually bound), a stable id, capacity and labels.
 kvpool::Result<kvpool::cluster::Member> SelfMember(const DaemonConfig& c, uint16_t port) {
-  if (c.server.listen.empty()) return kvpool::Status::InvalidArgument("etcd membership needs the native TCP listener");
+  if (c.server.listen.empty())
+    return kvpool::Status::InvalidArgument("etcd membership needs the native TCP listener");
   kvpool::cluster::Member m;
   m.address = c.cluster.advertise;
   if (m.address.empty()) {
@@ -202,7 +204,8 @@ int main(int argc, char** argv) {
       if (a == "--member-id") c.cluster.member_id = v;
       if (a == "--advertise") c.cluster.advertise = v;
     } else if (a == "--capacity") {
-      if (!size(&c.cluster.capacity) || c.cluster.capacity == 0) return Fail("--capacity: a size such as 64GiB");
+      if (!size(&c.cluster.capacity) || c.cluster.capacity == 0)
+        return Fail("--capacity: a size such as 64GiB");
     } else if (a == "--lease-ttl") {
       if (!size(&n) || n < 2 || n > 3600) return Fail("--lease-ttl: 2..3600 seconds");
       c.cluster.lease_ttl = static_cast<unsigned>(n);
@@ -213,10 +216,14 @@ int main(int argc, char** argv) {
       for (std::string kv; std::getline(labels, kv, ',');) {
         size_t eq = kv.find('=');
         std::string name = kv.substr(0, eq), val = eq == std::string::npos ? "" : kv.substr(eq + 1);
-        if (name == "node") c.cluster.node = val;
-        else if (name == "rack") c.cluster.rack = val;
-        else if (name == "zone") c.cluster.zone = val;
-        else return Fail("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
+        if (name == "node")
+          c.cluster.node = val;
+        else if (name == "rack")
+          c.cluster.rack = val;
+        else if (name == "zone")
+          c.cluster.zone = val;
+        else
+          return Fail("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
       }
     } else if (a == "--no-prefault") {
       c.store.prefault = false;
@@ -229,7 +236,8 @@ int main(int argc, char** argv) {
   // Derived settings.
   c.store.max_value_bytes = std::min(c.store.max_value_bytes, c.store.dram_bytes / 2);
   c.server.limits.max_value_bytes = c.store.max_value_bytes;
-  if (c.unix_socket && c.server.unix_path.empty()) c.server.unix_path = c.data_dir + "/kvpoold.sock";
+  if (c.unix_socket && c.server.unix_path.empty())
+    c.server.unix_path = c.data_dir + "/kvpoold.sock";
   if (c.store.flash_bytes == 0) {
     c.store.flash_path.clear();
   } else if (c.store.flash_path.empty()) {
@@ -242,12 +250,11 @@ int main(int argc, char** argv) {
           << " resp=" << (c.server.resp_listen.empty() ? "off" : c.server.resp_listen)
           << " unix=" << (c.server.unix_path.empty() ? "off" : c.server.unix_path)
           << " dram=" << kvpool::FormatSize(c.store.dram_bytes) << " flash="
-          << (c.store.flash_path.empty() ? "off"
-                                         : kvpool::FormatSize(c.store.flash_bytes) + " at " +
-                                               c.store.flash_path)
+          << (c.store.flash_path.empty()
+                  ? "off"
+                  : kvpool::FormatSize(c.store.flash_bytes) + " at " + c.store.flash_path)
           << " max_value=" << kvpool::FormatSize(c.store.max_value_bytes)
-          << " max_batch=" << c.server.limits.max_batch
-          << " tenants=" << c.server.tenants.size()
+          << " max_batch=" << c.server.limits.max_batch << " tenants=" << c.server.tenants.size()
           << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix);
   if (print_config) {
     std::printf("%s\n", summary.str().c_str());
@@ -290,8 +297,7 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail("cannot listen: " + server.status().ToString());
   auto& srv = *server;
   Log("listening: native port " + std::to_string(srv->port()) + ", resp port " +
-      std::to_string(srv->resp_port()) + ", " + std::to_string(srv->reactor_count()) +
-      " reactors");
+      std::to_string(srv->resp_port()) + ", " + std::to_string(srv->reactor_count()) + " reactors");
   if (!c.ready_file.empty()) {
     std::string tmp = c.ready_file + ".tmp";
     std::ofstream f(tmp);
@@ -335,7 +341,8 @@ int main(int argc, char** argv) {
           for (const auto& m : before) {
             if (std::find(now.begin(), now.end(), m) == now.end()) left += " " + m;
           }
-          Log("pod members: " + std::to_string(now.size()) + (joined.empty() ? "" : "; joined:" + joined) +
+          Log("pod members: " + std::to_string(now.size()) +
+              (joined.empty() ? "" : "; joined:" + joined) +
               (left.empty() ? "" : "; left:" + left));
           before = std::move(now);
         }

@@ -27,7 +27,8 @@
 namespace kvpool::tools {
 namespace {
 
-constexpr char kUsage[] = R"(kvpool bench - kvpoold beside redis-server, memcached, a file-per-block directory
+constexpr char kUsage[] =
+    R"(kvpool bench - kvpoold beside redis-server, memcached, a file-per-block directory
 with fsync, a plain TCP echo (the loopback limit) and memcpy, in one run.
 
 usage: kvpool bench [options]
@@ -195,7 +196,8 @@ std::vector<Config> Standard(const std::string& target) {
   if (target == "echo") {
     return {{"get", 64 << 10, 1, 1}, {"get", 64 << 10, 8, 1}, {"get", 1 << 20, 1, 1}};
   }
-  for (size_t s : {16u << 10, 64u << 10, 256u << 10, 1u << 20, 2u << 20}) v.push_back({"get", s, 8, 1});
+  for (size_t s : {16u << 10, 64u << 10, 256u << 10, 1u << 20, 2u << 20})
+    v.push_back({"get", s, 8, 1});
   v.push_back({"get", 64 << 10, 1, 1});
   v.push_back({"get", 1 << 20, 1, 1});
   v.push_back({"get", 1 << 20, 1, 16});
@@ -264,7 +266,8 @@ int EchoServer(uint16_t port) {
 }  // namespace
 
 int NetBench(int argc, char** argv) {
-  std::vector<std::string> targets = {"kvpool", "kvpool-shm", "redis", "memcached", "fsync", "echo"};
+  std::vector<std::string> targets = {"kvpool",    "kvpool-shm", "redis",
+                                      "memcached", "fsync",      "echo"};
   std::string suite = "standard", json, work = "kvpool-data/bench";
   std::vector<size_t> sizes = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20};
   std::vector<unsigned> clients = {1, 8, 64}, batches = {1, 16, 64};
@@ -298,7 +301,8 @@ int NetBench(int argc, char** argv) {
       for (const std::string& s : Split(value())) {
         auto n = ParseSize(s);
         if (!n.ok() || *n == 0 || *n > (64u << 20)) {
-          std::fprintf(stderr, "kvpool bench: --sizes: '%s' is not a size up to 64MiB\n", s.c_str());
+          std::fprintf(stderr, "kvpool bench: --sizes: '%s' is not a size up to 64MiB\n",
+                       s.c_str());
           return 2;
         }
         sizes.push_back(*n);
@@ -347,8 +351,8 @@ int NetBench(int argc, char** argv) {
   std::string dir = n > 0 ? std::string(exe, n) : "";
   env.kvpoold_path = dir.substr(0, dir.rfind('/') + 1) + "kvpoold";
 
-  std::printf("%-12s %-4s %8s %4s %4s %11s %7s %9s %9s %9s\n", "target", "op", "size", "cli",
-              "bat", "items/s", "GB/s", "p50 us", "p99 us", "p99.9 us");
+  std::printf("%-12s %-4s %8s %4s %4s %11s %7s %9s %9s %9s\n", "target", "op", "size", "cli", "bat",
+              "items/s", "GB/s", "p50 us", "p99 us", "p99.9 us");
   std::vector<Row> rows;
   for (const std::string& name : targets) {
     auto target = StartTarget(name, env);
@@ -419,8 +423,8 @@ int NetBench(int argc, char** argv) {
   if (!ratios.empty()) std::printf("\n%-44s %8s %8s\n", "ratio (this run)", "value", "goal");
   for (const Ratio& r : ratios) {
     bool met = r.higher_better ? r.value >= r.goal : r.value <= r.goal;
-    std::printf("%-44s %8.2f %s%-7.2f %s\n", r.name.c_str(), r.value, r.higher_better ? ">=" : "<=",
-                r.goal, met ? "met" : "NOT met");
+    std::printf("%-44s %8.2f %s%-7.2f %s\n", r.name.c_str(), r.value,
+                r.higher_better ? ">=" : "<=", r.goal, met ? "met" : "NOT met");
   }
   if (!json.empty()) {
     std::ofstream f(json);

@@ -28,7 +28,7 @@ struct ClientOptions {
   std::string ns = "default";              // namespace (tenant/model/layout)
   std::string token;                       // access token, if the server has tenants
   int connect_timeout_ms = 1000;
-  int request_timeout_ms = 5000;  // each send or receive of a request; then kTimeout
+  int request_timeout_ms = 5000;     // each send or receive of a request; then kTimeout
   uint64_t shared_memory_bytes = 0;  // same-host region (Unix socket only); 0: off
   int max_pipelined = 64;            // in-flight requests before Submit waits
   // Check every get's value against the CRC32C it was put with (a mismatch is a miss).

@@ -33,7 +33,7 @@ struct PoolOptions {
   // Static members: "host:port[,capacity=SIZE][,id=ID][,node=N][,rack=R][,zone=Z]", several
   // separated by ';'. Used when etcd is empty.
   std::string members;
-  std::string etcd;                          // "host:port[,host:port...]": members from etcd
+  std::string etcd;  // "host:port[,host:port...]": members from etcd
   std::string etcd_prefix = "/kvpool/members/";
   ClientOptions client;       // per-node connection settings (address is ignored)
   int node_timeout_ms = 300;  // a node that does not answer within this is a miss
@@ -44,7 +44,7 @@ struct PoolOptions {
 
 struct PoolMemberStatus {
   std::string id, address, node, rack, zone;
-  uint64_t capacity = 0;   // advertised (placement weight)
+  uint64_t capacity = 0;      // advertised (placement weight)
   bool in_placement = false;  // false while dropped after repeated failures
   bool reachable = false;     // answered the last request or probe
   uint64_t consecutive_failures = 0, requests = 0, failures = 0;

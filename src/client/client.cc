@@ -43,8 +43,8 @@ class Client::Impl {
         fcntl(memfd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
       return Status::IoError(std::string("memfd: ") + std::strerror(errno));
     }
-    void* p = mmap(nullptr, o_.shared_memory_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   memfd_.get(), 0);
+    void* p =
+        mmap(nullptr, o_.shared_memory_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_.get(), 0);
     if (p == MAP_FAILED) return Status::IoError(std::string("mmap: ") + std::strerror(errno));
     shm_ = static_cast<std::byte*>(p);
     return Status::Ok();
@@ -332,7 +332,8 @@ class Client::Impl {
         if (p.text) *p.text = std::move(t);
         return Status::Ok();
       }
-      case Op::kHello: break;
+      case Op::kHello:
+        break;
     }
     return Status::Unavailable("unexpected response");
   }
@@ -374,22 +375,24 @@ class Client::Impl {
   }
 
   Result<uint64_t> SubmitGet(std::span<GetOp> ops) {
-    return Chunked(ops, [](const GetOp&) { return 0; }, [&](std::span<GetOp> part) {
-      std::vector<std::byte> meta;
-      meta.reserve(part.size() * net::kGetItemBytes);
-      for (GetOp& g : part) {
-        g.size = 0;
-        net::GetItem it{g.key, g.buffer.size(), net::kInline};
-        if (InShm(g.buffer.data(), g.buffer.size())) it.shm_offset = g.buffer.data() - shm_;
-        net::AppendGetItem(meta, it);
-      }
-      net::Header h;
-      h.count = static_cast<uint32_t>(part.size());
-      Pending p;
-      p.op = Op::kGet;
-      p.gets = part;
-      return Send(std::move(p), h, meta, {});
-    });
+    return Chunked(
+        ops, [](const GetOp&) { return 0; },
+        [&](std::span<GetOp> part) {
+          std::vector<std::byte> meta;
+          meta.reserve(part.size() * net::kGetItemBytes);
+          for (GetOp& g : part) {
+            g.size = 0;
+            net::GetItem it{g.key, g.buffer.size(), net::kInline};
+            if (InShm(g.buffer.data(), g.buffer.size())) it.shm_offset = g.buffer.data() - shm_;
+            net::AppendGetItem(meta, it);
+          }
+          net::Header h;
+          h.count = static_cast<uint32_t>(part.size());
+          Pending p;
+          p.op = Op::kGet;
+          p.gets = part;
+          return Send(std::move(p), h, meta, {});
+        });
   }
 
   Result<uint64_t> SubmitPut(std::span<PutOp> ops, bool overwrite) {
@@ -428,16 +431,18 @@ class Client::Impl {
   }
 
   Result<uint64_t> SubmitKeys(Op op, std::span<KeyOp> ops) {
-    return Chunked(ops, [](const KeyOp&) { return 0; }, [&](std::span<KeyOp> part) {
-      std::vector<std::byte> meta;
-      for (KeyOp& k : part) net::AppendKey(meta, k.key);
-      net::Header h;
-      h.count = static_cast<uint32_t>(part.size());
-      Pending p;
-      p.op = op;
-      p.keys = part;
-      return Send(std::move(p), h, meta, {});
-    });
+    return Chunked(
+        ops, [](const KeyOp&) { return 0; },
+        [&](std::span<KeyOp> part) {
+          std::vector<std::byte> meta;
+          for (KeyOp& k : part) net::AppendKey(meta, k.key);
+          net::Header h;
+          h.count = static_cast<uint32_t>(part.size());
+          Pending p;
+          p.op = op;
+          p.keys = part;
+          return Send(std::move(p), h, meta, {});
+        });
   }
 
   Result<size_t> MatchPrefix(std::span<const BlockKey> chain) {
@@ -471,8 +476,8 @@ class Client::Impl {
     p.op = op;
     p.text = &text;
     iovec iov{const_cast<char*>(payload.data()), payload.size()};
-    auto id = Send(std::move(p), h, {}, payload.empty() ? std::span<const iovec>()
-                                                        : std::span<const iovec>(&iov, 1));
+    auto id = Send(std::move(p), h, {},
+                   payload.empty() ? std::span<const iovec>() : std::span<const iovec>(&iov, 1));
     if (!id.ok()) return id.status();
     if (Status s = Wait(*id); !s.ok()) return s;
     return text;

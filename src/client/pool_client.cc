@@ -1,6 +1,4 @@
 // PoolClient: placement, per-node fan-out and failure tracking over one Client per node.
-#include "kvpool/pool.h"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +11,7 @@
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "kvpool/pool.h"
 
 namespace kvpool {
 namespace {
@@ -38,8 +37,10 @@ void ParseStats(const std::string& text, PoolMemberStatus* out) {
   const char* flash = std::strstr(text.c_str(), "flash: ");
   const char* g = std::strstr(text.c_str(), "), gets ");
   if (!dram || !flash || !g) return;
-  if (std::sscanf(dram, "dram: %llu/%llu bytes, %llu blocks, hits %llu", &used, &cap, &blocks, &hits) != 4 ||
-      std::sscanf(flash, "flash: %llu/%llu bytes, %llu blocks, hits %llu", &fused, &fcap, &fblocks, &fhits) != 4 ||
+  if (std::sscanf(dram, "dram: %llu/%llu bytes, %llu blocks, hits %llu", &used, &cap, &blocks,
+                  &hits) != 4 ||
+      std::sscanf(flash, "flash: %llu/%llu bytes, %llu blocks, hits %llu", &fused, &fcap, &fblocks,
+                  &fhits) != 4 ||
       std::sscanf(g, "), gets %llu", &gets) != 1) {
     return;
   }
@@ -137,7 +138,8 @@ class PoolClient::Impl {
     ++n->requests;
     ++n->failures;
     n->reachable = false;
-    if (++n->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop)) && !n->dropped) {
+    if (++n->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop)) &&
+        !n->dropped) {
       std::lock_guard<std::mutex> lock(probe_mu_);
       n->dropped = true;
       n->dropped_at = Clock::now();
@@ -192,7 +194,8 @@ class PoolClient::Impl {
       std::vector<std::pair<std::shared_ptr<Node>, std::string>> due;  // node, address
       auto now = Clock::now();
       for (auto& [id, n] : nodes_) {
-        if (n->dropped && !n->revived && now - n->dropped_at >= std::chrono::milliseconds(options_.retry_after_ms)) {
+        if (n->dropped && !n->revived &&
+            now - n->dropped_at >= std::chrono::milliseconds(options_.retry_after_ms)) {
           due.emplace_back(n, n->member.address);
         }
       }
@@ -205,8 +208,10 @@ class PoolClient::Impl {
         auto c = Client::Create(co);
         bool ok = c.ok() && (*c)->Ping().ok();
         lock.lock();
-        if (ok) n->revived = true;
-        else n->dropped_at = Clock::now();
+        if (ok)
+          n->revived = true;
+        else
+          n->dropped_at = Clock::now();
         lock.unlock();
       }
       lock.lock();
@@ -216,7 +221,8 @@ class PoolClient::Impl {
   PoolOptions options_;
   std::unique_ptr<cluster::Membership> membership_;
   uint64_t version_ = 0;
-  std::map<std::string, std::shared_ptr<Node>> nodes_;  // by id; guarded by probe_mu_ for the prober
+  std::map<std::string, std::shared_ptr<Node>>
+      nodes_;  // by id; guarded by probe_mu_ for the prober
   std::vector<Node*> live_;
   cluster::Placement placement_;
   bool placement_dirty_ = false;
@@ -230,8 +236,10 @@ Result<std::unique_ptr<PoolClient>> PoolClient::Create(const PoolOptions& option
   std::unique_ptr<cluster::Membership> m;
   if (!options.etcd.empty()) {
     auto endpoints = cluster::SplitEndpoints(options.etcd);
-    if (endpoints.empty()) return Status::InvalidArgument("etcd: no endpoints in '" + options.etcd + "'");
-    m = cluster::Membership::FromEtcd(endpoints, options.etcd_prefix, std::max(100, options.node_timeout_ms * 3));
+    if (endpoints.empty())
+      return Status::InvalidArgument("etcd: no endpoints in '" + options.etcd + "'");
+    m = cluster::Membership::FromEtcd(endpoints, options.etcd_prefix,
+                                      std::max(100, options.node_timeout_ms * 3));
     m->WaitReady(options.etcd_wait_ms);
   } else {
     auto list = cluster::ParseMemberList(options.members);
@@ -268,10 +276,12 @@ Status PoolClient::ExistsBatch(std::span<KeyOp> ops) {
 
 Status PoolClient::EraseBatch(std::span<KeyOp> ops) {
   return impl_->Dispatch(
-      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); }, Code::kUnavailable);
+      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); },
+      Code::kUnavailable);
 }
 
-Status PoolClient::Put(const BlockKey& key, std::span<const std::byte> value, const PutOptions& options) {
+Status PoolClient::Put(const BlockKey& key, std::span<const std::byte> value,
+                       const PutOptions& options) {
   PutOp op{key, value, options.parent, {}};
   (void)PutBatch(std::span<PutOp>(&op, 1), options.overwrite);
   return op.status;

@@ -15,8 +15,12 @@ namespace {
 
 TEST(Base64, KnownVectorsAndRoundTrip) {
   // RFC 4648 section 10.
-  const std::pair<const char*, const char*> v[] = {{"", ""},         {"f", "Zg=="},     {"fo", "Zm8="},
-                                                   {"foo", "Zm9v"},  {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+  const std::pair<const char*, const char*> v[] = {{"", ""},
+                                                   {"f", "Zg=="},
+                                                   {"fo", "Zm8="},
+                                                   {"foo", "Zm9v"},
+                                                   {"foob", "Zm9vYg=="},
+                                                   {"fooba", "Zm9vYmE="},
                                                    {"foobar", "Zm9vYmFy"}};
   for (auto [plain, enc] : v) {
     EXPECT_EQ(Base64Encode(plain), enc);
@@ -28,7 +32,7 @@ TEST(Base64, KnownVectorsAndRoundTrip) {
     for (char& c : s) c = static_cast<char>(rng());
     EXPECT_EQ(Base64Decode(Base64Encode(s)).value_or("?"), s);
   }
-  for (const char* bad : {"Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zg=", "Zm=v", "Zh==", "Zm9=" }) {
+  for (const char* bad : {"Zg=", "Z===", "Zg==Zg==", "Zm9v!A==", "=Zg=", "Zm=v", "Zh==", "Zm9="}) {
     EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
   }
 }
@@ -144,9 +148,12 @@ TEST(Placement, SameListSameOwnersInAnyOrder) {
 }
 
 TEST(HttpParser, ContentLengthAndChunkedAtEverySplit) {
-  const std::string fixed = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\":\"bc\"}\n";
+  const std::string fixed =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+      "11\r\n\r\n{\"a\":\"bc\"}\n";
   const std::string chunked =
-      "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n";
+      "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n "
+      "world\r\n0\r\n\r\n";
   for (size_t split = 0; split <= chunked.size(); ++split) {
     HttpResponseParser p;
     ASSERT_TRUE(p.Feed(chunked.substr(0, split)).ok());

@@ -59,7 +59,8 @@ std::vector<std::string> SplitEndpoints(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string e = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string e =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.erase(0, 1);
     while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.pop_back();
     if (e.starts_with("http://")) e = e.substr(7);
@@ -107,7 +108,8 @@ Result<int64_t> Etcd::LeaseKeepAlive(int64_t lease) {
   auto j = Parse(first);
   if (!j.ok()) return j.status();
   auto it = j->find("result");
-  if (it == j->end() || !it->is_object()) return Status(Code::kIoError, "etcd: keepalive without result");
+  if (it == j->end() || !it->is_object())
+    return Status(Code::kIoError, "etcd: keepalive without result");
   return Int(*it, "TTL");
 }
 
@@ -129,8 +131,9 @@ Status Etcd::Delete(const std::string& key) {
 }
 
 Status Etcd::RangePrefix(const std::string& prefix, std::vector<EtcdKv>* kvs, int64_t* revision) {
-  auto r = Call("/v3/kv/range",
-                json{{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixEnd(prefix))}}.dump());
+  auto r = Call(
+      "/v3/kv/range",
+      json{{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixEnd(prefix))}}.dump());
   if (!r.ok()) return r.status();
   auto j = Parse(*r);
   if (!j.ok()) return j.status();
@@ -166,7 +169,8 @@ Status Etcd::WatchPrefix(const std::string& prefix, int64_t from,
       if (!j.ok()) return j.status();
       auto res = j->find("result");
       if (res == j->end() || !res->is_object()) continue;
-      if (res->value("canceled", false)) return Status(Code::kUnavailable, "etcd canceled the watch");
+      if (res->value("canceled", false))
+        return Status(Code::kUnavailable, "etcd canceled the watch");
       if (auto h = res->find("header"); h != res->end() && h->is_object()) {
         *last_revision = std::max(*last_revision, Int(*h, "revision"));
       }
@@ -181,7 +185,8 @@ Status Etcd::WatchPrefix(const std::string& prefix, int64_t from,
         on_event(ev);
       }
     }
-    if (buffer.size() > HttpResponseParser::kMaxBodyBytes) return Status(Code::kIoError, "etcd: watch line too long");
+    if (buffer.size() > HttpResponseParser::kMaxBodyBytes)
+      return Status(Code::kIoError, "etcd: watch line too long");
   }
   return Status::Ok();
 }

@@ -14,7 +14,8 @@ namespace {
 bool IEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
       return false;
     }
   }
@@ -23,11 +24,14 @@ bool IEquals(std::string_view a, std::string_view b) {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
-Status Bad(std::string_view why) { return Status::InvalidArgument("HTTP response: " + std::string(why)); }
+Status Bad(std::string_view why) {
+  return Status::InvalidArgument("HTTP response: " + std::string(why));
+}
 
 }  // namespace
 
@@ -90,7 +94,8 @@ Status HttpResponseParser::Feed(std::string_view data) {
           return Status::Ok();
         }
         if (end > kMaxHeaderBytes) return Bad("headers too large");
-        if (Status s = ParseHeaders(std::string_view(pending_).substr(0, end + 2)); !s.ok()) return s;
+        if (Status s = ParseHeaders(std::string_view(pending_).substr(0, end + 2)); !s.ok())
+          return s;
         std::string rest = pending_.substr(end + 4);
         pending_.clear();
         return Feed(rest);
@@ -142,9 +147,9 @@ Status HttpResponseParser::Feed(std::string_view data) {
         size_t n = 0;
         for (char c : hex) {
           int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                  : (c >= 'a' && c <= 'f')                   ? c - 'a' + 10
-                  : (c >= 'A' && c <= 'F')                   ? c - 'A' + 10
-                                                             : -1;
+                  : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+                  : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                              : -1;
           if (d < 0) return Bad("bad chunk size");
           n = n * 16 + size_t(d);
         }
@@ -153,7 +158,8 @@ Status HttpResponseParser::Feed(std::string_view data) {
         state_ = n == 0 ? State::kTrailer : State::kChunkData;
         break;
       }
-      case State::kDone: break;
+      case State::kDone:
+        break;
     }
   }
   return Status::Ok();
@@ -172,15 +178,17 @@ Result<HttpConnection> HttpConnection::Open(const std::string& address, int time
 }
 
 Status HttpConnection::Post(std::string_view path, std::string_view body) {
-  std::string req = "POST " + std::string(path) + " HTTP/1.1\r\nHost: " + host_ +
-                    "\r\nContent-Type: application/json\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n";
+  std::string req =
+      "POST " + std::string(path) + " HTTP/1.1\r\nHost: " + host_ +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n";
   req.append(body);
   size_t off = 0;
   while (off < req.size()) {
     ssize_t n = ::send(fd_.get(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status(Code::kUnavailable, std::string("etcd send: ") + std::strerror(errno));
+    if (n <= 0)
+      return Status(Code::kUnavailable, std::string("etcd send: ") + std::strerror(errno));
     off += size_t(n);
   }
   return Status::Ok();
@@ -200,7 +208,8 @@ Status HttpConnection::ReadResponse(std::string* body) {
   }
   *body = parser_.TakeBody();
   if (parser_.status_code() / 100 != 2) {
-    return Status(Code::kIoError, "etcd answered HTTP " + std::to_string(parser_.status_code()) + ": " + *body);
+    return Status(Code::kIoError,
+                  "etcd answered HTTP " + std::to_string(parser_.status_code()) + ": " + *body);
   }
   return Status::Ok();
 }

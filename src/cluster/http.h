@@ -55,7 +55,8 @@ class HttpConnection {
   Status ReadSome(std::string* out, int wait_ms);
 
  private:
-  explicit HttpConnection(net::Fd fd, std::string host) : fd_(std::move(fd)), host_(std::move(host)) {}
+  explicit HttpConnection(net::Fd fd, std::string host)
+      : fd_(std::move(fd)), host_(std::move(host)) {}
   net::Fd fd_;
   std::string host_;
   HttpResponseParser parser_;

@@ -10,8 +10,10 @@ namespace {
 using nlohmann::json;
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -49,7 +51,8 @@ std::string EncodeMember(const Member& m) {
 
 Result<Member> DecodeMember(std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status(Code::kInvalidArgument, "member record is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return Status(Code::kInvalidArgument, "member record is not a JSON object");
   Member m;
   auto str = [&](const json& o, const char* name, std::string* out) {
     auto it = o.find(name);
@@ -58,7 +61,8 @@ Result<Member> DecodeMember(std::string_view text) {
   str(j, "id", &m.id);
   str(j, "address", &m.address);
   if (m.id.empty()) m.id = m.address;
-  if (auto it = j.find("capacity"); it != j.end() && it->is_number_unsigned()) m.capacity = it->get<uint64_t>();
+  if (auto it = j.find("capacity"); it != j.end() && it->is_number_unsigned())
+    m.capacity = it->get<uint64_t>();
   if (auto it = j.find("protocol"); it != j.end() && it->is_number_unsigned()) {
     m.protocol = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), UINT32_MAX));
   }
@@ -85,12 +89,15 @@ Result<Member> ParseMemberSpec(std::string_view spec) {
     }
     size_t eq = part.find('=');
     if (eq == std::string_view::npos) {
-      return Status(Code::kInvalidArgument, "member option '" + std::string(part) + "' is not name=value");
+      return Status(Code::kInvalidArgument,
+                    "member option '" + std::string(part) + "' is not name=value");
     }
     std::string_view name = part.substr(0, eq), value = part.substr(eq + 1);
     if (name == "capacity") {
       auto n = ParseSize(value);
-      if (!n.ok()) return Status(Code::kInvalidArgument, "member capacity: " + std::string(n.status().message()));
+      if (!n.ok())
+        return Status(Code::kInvalidArgument,
+                      "member capacity: " + std::string(n.status().message()));
       m.capacity = *n;
     } else if (name == "id") {
       m.id = std::string(value);
@@ -101,8 +108,8 @@ Result<Member> ParseMemberSpec(std::string_view spec) {
     } else if (name == "zone") {
       m.labels.zone = std::string(value);
     } else {
-      return Status(Code::kInvalidArgument,
-                    "unknown member option '" + std::string(name) + "' (capacity, id, node, rack, zone)");
+      return Status(Code::kInvalidArgument, "unknown member option '" + std::string(name) +
+                                                "' (capacity, id, node, rack, zone)");
     }
   }
   if (m.id.empty()) m.id = m.address;
@@ -120,7 +127,8 @@ Result<std::vector<Member>> ParseMemberList(std::string_view text) {
     auto m = ParseMemberSpec(line);
     if (!m.ok()) return m.status();
     for (const Member& o : out) {
-      if (o.id == m->id) return Status(Code::kInvalidArgument, "member '" + m->id + "' listed twice");
+      if (o.id == m->id)
+        return Status(Code::kInvalidArgument, "member '" + m->id + "' listed twice");
     }
     out.push_back(std::move(m).value());
   }

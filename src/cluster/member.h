@@ -23,17 +23,17 @@ struct Labels {
 };
 
 struct Member {
-  std::string id;        // stable across restarts: placement hashes it (default: address)
-  std::string address;   // "host:port" of the native protocol
+  std::string id;         // stable across restarts: placement hashes it (default: address)
+  std::string address;    // "host:port" of the native protocol
   uint64_t capacity = 1;  // advertised bytes; the placement weight
   Labels labels;
   uint32_t protocol = 1;
   friend bool operator==(const Member&, const Member&) = default;
 };
 
-std::string EncodeMember(const Member& m);                 // the JSON above
-Result<Member> DecodeMember(std::string_view json);        // kInvalidArgument on bad input
-Result<Member> ParseMemberSpec(std::string_view spec);     // "addr,capacity=64GiB,zone=z1"
+std::string EncodeMember(const Member& m);              // the JSON above
+Result<Member> DecodeMember(std::string_view json);     // kInvalidArgument on bad input
+Result<Member> ParseMemberSpec(std::string_view spec);  // "addr,capacity=64GiB,zone=z1"
 Result<std::vector<Member>> ParseMemberList(std::string_view text);  // ';' or '\n' separated
 
 }  // namespace kvpool::cluster

@@ -21,8 +21,9 @@ std::unique_ptr<Membership> Membership::FromEtcd(std::vector<std::string> endpoi
   m->view_.members = std::make_shared<const std::vector<Member>>();
   m->view_.source_ok = false;
   m->view_.source_error = "etcd not answered yet";
-  m->thread_ = std::thread([p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix),
-                            timeout_ms]() mutable { p->Run(std::move(endpoints), std::move(prefix), timeout_ms); });
+  m->thread_ = std::thread(
+      [p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix),
+       timeout_ms]() mutable { p->Run(std::move(endpoints), std::move(prefix), timeout_ms); });
   return m;
 }
 
@@ -46,7 +47,8 @@ bool Membership::WaitReady(int timeout_ms) const {
 }
 
 void Membership::Publish(std::vector<Member> members) {
-  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.id < b.id; });
+  std::sort(members.begin(), members.end(),
+            [](const Member& a, const Member& b) { return a.id < b.id; });
   std::lock_guard<std::mutex> lock(mu_);
   if (view_.members && *view_.members == members) return;
   view_.members = std::make_shared<const std::vector<Member>>(std::move(members));

@@ -18,7 +18,7 @@ namespace kvpool::cluster {
 
 struct MembershipView {
   std::shared_ptr<const std::vector<Member>> members;  // sorted by id
-  uint64_t version = 0;   // changes whenever the list does
+  uint64_t version = 0;                                // changes whenever the list does
   bool source_ok = true;  // etcd reachable (always true for a static list)
   std::string source_error;
 };

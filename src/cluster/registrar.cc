@@ -39,7 +39,8 @@ void Registrar::Run() {
     auto lease = etcd.LeaseGrant(options_.ttl_seconds);
     Status s = lease.ok() ? etcd.Put(key, record, *lease) : lease.status();
     if (!s.ok()) {
-      if (s.ToString() != last_error) log_("etcd: cannot register " + key + ": " + s.ToString() + " (retrying)");
+      if (s.ToString() != last_error)
+        log_("etcd: cannot register " + key + ": " + s.ToString() + " (retrying)");
       last_error = s.ToString();
       if (!Sleep(backoff_ms)) break;
       backoff_ms = std::min(backoff_ms * 2, 2000);
@@ -55,8 +56,9 @@ void Registrar::Run() {
       auto ttl = etcd.LeaseKeepAlive(*lease);
       if (ttl.ok() && *ttl > 0) continue;
       registered_ = false;
-      log_(ttl.ok() ? "etcd: lease expired; registering again"
-                    : "etcd: keep-alive failed: " + ttl.status().ToString() + "; registering again");
+      log_(ttl.ok()
+               ? "etcd: lease expired; registering again"
+               : "etcd: keep-alive failed: " + ttl.status().ToString() + "; registering again");
       break;
     }
     if (registered_) {  // stopping: leave at once

@@ -23,11 +23,13 @@ std::string Base64Encode(std::string_view in) {
   out.reserve((in.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
-    uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
+    uint32_t v =
+        uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
     for (int s = 18; s >= 0; s -= 6) out.push_back(kAlphabet[(v >> s) & 63]);
   }
   if (size_t rest = in.size() - i; rest > 0) {
-    uint32_t v = uint32_t(uint8_t(in[i])) << 16 | (rest == 2 ? uint32_t(uint8_t(in[i + 1])) << 8 : 0);
+    uint32_t v =
+        uint32_t(uint8_t(in[i])) << 16 | (rest == 2 ? uint32_t(uint8_t(in[i + 1])) << 8 : 0);
     out.push_back(kAlphabet[(v >> 18) & 63]);
     out.push_back(kAlphabet[(v >> 12) & 63]);
     out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
@@ -57,7 +59,8 @@ std::optional<std::string> Base64Decode(std::string_view in) {
       }
       v = v << 6 | uint32_t(s);
     }
-    if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff))) return std::nullopt;  // non-canonical
+    if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff)))
+      return std::nullopt;  // non-canonical
     out.push_back(char(v >> 16));
     if (pad < 2) out.push_back(char(v >> 8));
     if (pad < 1) out.push_back(char(v));

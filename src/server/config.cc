@@ -29,8 +29,10 @@ uint64_t MemAvailable() {
 }
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -142,8 +144,9 @@ Setter Str(std::function<void(DaemonConfig*, std::string)> set) {
 
 const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
   static const auto* fields = new std::map<std::string, std::pair<Setter, std::string>>{
-      {"server.listen", {Str([](DaemonConfig* c, std::string s) { c->server.listen = s; }),
-                         "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
+      {"server.listen",
+       {Str([](DaemonConfig* c, std::string s) { c->server.listen = s; }),
+        "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
       {"server.resp_listen",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = s; }),
         "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"\" off)"}},
@@ -153,72 +156,95 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
           c->unix_socket = !s.empty();
         }),
         "same-host socket (default <data_dir>/kvpoold.sock; \"\" off)"}},
-      {"server.data_dir", {Str([](DaemonConfig* c, std::string s) { c->data_dir = s; }),
-                           "directory for the lock, socket and flash file (default kvpool-data)"}},
-      {"server.reactors", {Size([](DaemonConfig* c, uint64_t n) { c->server.reactors = unsigned(n); }, 256),
-                           "event-loop threads (default: one per core)"}},
+      {"server.data_dir",
+       {Str([](DaemonConfig* c, std::string s) { c->data_dir = s; }),
+        "directory for the lock, socket and flash file (default kvpool-data)"}},
+      {"server.reactors",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.reactors = unsigned(n); }, 256),
+        "event-loop threads (default: one per core)"}},
       {"server.max_connections",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20),
         "connections beyond this are closed at accept (default 1024)"}},
-      {"server.max_batch", {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
-                            "items per request (default 1024)"}},
+      {"server.max_batch",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
+        "items per request (default 1024)"}},
       {"server.max_request_bytes",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_request_bytes = n; }),
         "value bytes in one request frame (default 1GiB)"}},
       {"server.resp_namespace",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_namespace = s; }),
         "namespace of keys set over RESP (default \"resp\")"}},
-      {"cluster.etcd", {Str([](DaemonConfig* c, std::string s) { c->cluster.etcd = s; }),
-                        "etcd endpoints host:port[,..]: register this node there (default \"\": off)"}},
-      {"cluster.prefix", {Str([](DaemonConfig* c, std::string s) { c->cluster.prefix = s; }),
-                          "etcd key prefix of the pod's members (default /kvpool/members/)"}},
-      {"cluster.member_id", {Str([](DaemonConfig* c, std::string s) { c->cluster.member_id = s; }),
-                             "stable member name placement hashes (default: the advertise address)"}},
-      {"cluster.advertise", {Str([](DaemonConfig* c, std::string s) { c->cluster.advertise = s; }),
-                             "address clients dial (default: listen host and bound port)"}},
-      {"cluster.capacity", {Size([](DaemonConfig* c, uint64_t n) { c->cluster.capacity = n; }),
-                            "advertised capacity, the placement weight (default: DRAM + flash)"}},
-      {"cluster.node", {Str([](DaemonConfig* c, std::string s) { c->cluster.node = s; }), "topology label: node"}},
-      {"cluster.rack", {Str([](DaemonConfig* c, std::string s) { c->cluster.rack = s; }), "topology label: rack"}},
-      {"cluster.zone", {Str([](DaemonConfig* c, std::string s) { c->cluster.zone = s; }), "topology label: zone"}},
+      {"cluster.etcd",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.etcd = s; }),
+        "etcd endpoints host:port[,..]: register this node there (default \"\": off)"}},
+      {"cluster.prefix",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.prefix = s; }),
+        "etcd key prefix of the pod's members (default /kvpool/members/)"}},
+      {"cluster.member_id",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.member_id = s; }),
+        "stable member name placement hashes (default: the advertise address)"}},
+      {"cluster.advertise",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.advertise = s; }),
+        "address clients dial (default: listen host and bound port)"}},
+      {"cluster.capacity",
+       {Size([](DaemonConfig* c, uint64_t n) { c->cluster.capacity = n; }),
+        "advertised capacity, the placement weight (default: DRAM + flash)"}},
+      {"cluster.node",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.node = s; }), "topology label: node"}},
+      {"cluster.rack",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.rack = s; }), "topology label: rack"}},
+      {"cluster.zone",
+       {Str([](DaemonConfig* c, std::string s) { c->cluster.zone = s; }), "topology label: zone"}},
       {"cluster.lease_ttl",
-       {Size([](DaemonConfig* c, uint64_t n) { c->cluster.lease_ttl = unsigned(std::max<uint64_t>(n, 2)); }, 3600),
+       {Size([](DaemonConfig* c,
+                uint64_t n) { c->cluster.lease_ttl = unsigned(std::max<uint64_t>(n, 2)); },
+             3600),
         "etcd lease seconds (>= 2); a dead node leaves the member list after this (default 3)"}},
-      {"store.dram_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.dram_bytes = n; }),
-                            "DRAM tier (default: a quarter of MemAvailable)"}},
-      {"store.flash_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.flash_bytes = n; }),
-                             "flash tier size; 0 = DRAM only (default min(4GiB, free disk/4))"}},
-      {"store.flash_path", {Str([](DaemonConfig* c, std::string s) { c->store.flash_path = s; }),
-                            "flash tier file or block device (default <data_dir>/flash.kvpool)"}},
-      {"store.region_bytes", {Size([](DaemonConfig* c, uint64_t n) { c->store.region_bytes = n; }),
-                              "flash log region, the unit of eviction (default 16MiB)"}},
+      {"store.dram_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->store.dram_bytes = n; }),
+        "DRAM tier (default: a quarter of MemAvailable)"}},
+      {"store.flash_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->store.flash_bytes = n; }),
+        "flash tier size; 0 = DRAM only (default min(4GiB, free disk/4))"}},
+      {"store.flash_path",
+       {Str([](DaemonConfig* c, std::string s) { c->store.flash_path = s; }),
+        "flash tier file or block device (default <data_dir>/flash.kvpool)"}},
+      {"store.region_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->store.region_bytes = n; }),
+        "flash log region, the unit of eviction (default 16MiB)"}},
       {"store.max_value_bytes",
        {Size([](DaemonConfig* c, uint64_t n) { c->store.max_value_bytes = n; }),
         "largest block (default 128MiB, at most half the DRAM tier)"}},
-      {"store.huge_pages", {[](const Value& v, DaemonConfig* c) -> Status {
-                              auto b = AsBool(v);
-                              if (!b.ok()) return b.status();
-                              c->store.huge_pages = *b;
-                              return Status::Ok();
-                            },
-                            "back the DRAM tier with huge pages when possible (default true)"}},
-      {"store.prefault", {[](const Value& v, DaemonConfig* c) -> Status {
-                            auto b = AsBool(v);
-                            if (!b.ok()) return b.status();
-                            c->store.prefault = *b;
-                            return Status::Ok();
-                          },
-                          "touch the whole DRAM tier at start: no page-fault (or huge-page "
-                          "compaction) stalls on puts later (default true)"}},
-      {"store.admission", {[](const Value& v, DaemonConfig* c) -> Status {
-                             auto s = AsString(v);
-                             if (!s.ok()) return s.status();
-                             if (*s == "probation") c->store.admission = Admission::kProbation;
-                             else if (*s == "all") c->store.admission = Admission::kAll;
-                             else return Status::InvalidArgument("\"probation\" or \"all\"");
-                             return Status::Ok();
-                           },
-                           "flash admission: \"probation\" (S3-FIFO, default) or \"all\""}},
+      {"store.huge_pages",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto b = AsBool(v);
+          if (!b.ok()) return b.status();
+          c->store.huge_pages = *b;
+          return Status::Ok();
+        },
+        "back the DRAM tier with huge pages when possible (default true)"}},
+      {"store.prefault",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto b = AsBool(v);
+          if (!b.ok()) return b.status();
+          c->store.prefault = *b;
+          return Status::Ok();
+        },
+        "touch the whole DRAM tier at start: no page-fault (or huge-page "
+        "compaction) stalls on puts later (default true)"}},
+      {"store.admission",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto s = AsString(v);
+          if (!s.ok()) return s.status();
+          if (*s == "probation")
+            c->store.admission = Admission::kProbation;
+          else if (*s == "all")
+            c->store.admission = Admission::kAll;
+          else
+            return Status::InvalidArgument("\"probation\" or \"all\"");
+          return Status::Ok();
+        },
+        "flash admission: \"probation\" (S3-FIFO, default) or \"all\""}},
   };
   return *fields;
 }
@@ -308,8 +334,8 @@ Status ApplyToml(std::string_view text, DaemonConfig* config) {
 std::string DescribeSettings() {
   std::string out;
   for (const auto& [name, field] : Fields()) {
-    out += "  " + name + std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') +
-           field.second + "\n";
+    out += "  " + name + std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') + field.second +
+           "\n";
   }
   return out;
 }

@@ -17,13 +17,13 @@ namespace kvpool::server {
 
 // Pod membership through etcd (docs/DEPLOY.md); off while etcd is empty.
 struct ClusterConfig {
-  std::string etcd;                        // "host:port[,host:port...]"
+  std::string etcd;  // "host:port[,host:port...]"
   std::string prefix = "/kvpool/members/";
-  std::string member_id;   // stable name that placement hashes (default: the advertise address)
-  std::string advertise;   // address clients dial (default: listen host, bound port)
-  uint64_t capacity = 0;   // advertised placement weight (default: DRAM + flash bytes)
+  std::string member_id;  // stable name that placement hashes (default: the advertise address)
+  std::string advertise;  // address clients dial (default: listen host, bound port)
+  uint64_t capacity = 0;  // advertised placement weight (default: DRAM + flash bytes)
   std::string node, rack, zone;  // topology labels
-  unsigned lease_ttl = 3;  // seconds; a node that stops keeping it alive leaves after this
+  unsigned lease_ttl = 3;        // seconds; a node that stops keeping it alive leaves after this
 };
 
 struct DaemonConfig {
