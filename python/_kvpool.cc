@@ -3,8 +3,7 @@
 // arrays, torch CPU tensors, memoryview): a get writes straight into the caller's array,
 // a put reads straight from it, no copy in between. Every call that does I/O releases the
 // GIL. Misses are None / -1 / False, never exceptions; bad arguments raise ValueError.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "binding.h"
 
 #include <cstring>
 #include <memory>
@@ -12,70 +11,12 @@
 #include <vector>
 
 #include "kvpool/client.h"
-#include "kvpool/key.h"
 #include "kvpool/pool.h"
 #include "kvpool/store.h"
 
-namespace py = pybind11;
-using namespace kvpool;
+using namespace kvpool_py;
 
 namespace {
-
-// A key from Python: a Key, a 32-digit hex string (Key.hex()), or any other str/bytes
-// (hashed with KeyFromBytes, as RESP and the CLI name keys).
-BlockKey ToKey(const py::handle& h) {
-  if (py::isinstance<BlockKey>(h)) return h.cast<BlockKey>();
-  if (py::isinstance<py::bytes>(h)) {
-    std::string s = h.cast<std::string>();
-    return KeyFromBytes(s);
-  }
-  if (py::isinstance<py::str>(h)) return ParseKey(h.cast<std::string>());
-  throw py::value_error("a key is a kvpool.Key, str or bytes");
-}
-
-std::vector<BlockKey> ToKeys(const py::iterable& keys) {
-  std::vector<BlockKey> out;
-  for (const py::handle& h : keys) out.push_back(ToKey(h));
-  return out;
-}
-
-// A contiguous buffer (read-only or writable) held for the duration of a call.
-struct Buffer {
-  py::buffer_info info;
-  std::byte* data = nullptr;
-  size_t size = 0;
-  Buffer(const py::handle& obj, bool writable) {
-    py::buffer b = py::reinterpret_borrow<py::buffer>(obj);
-    info = b.request(writable);
-    if (info.ndim > 0) {
-      // C-contiguous only: strides must match a dense row-major layout.
-      py::ssize_t expect = info.itemsize;
-      for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-        if (info.shape[d] > 1 && info.strides[d] != expect)
-          throw py::value_error("buffer must be C-contiguous");
-        expect *= info.shape[d];
-      }
-    }
-    data = static_cast<std::byte*>(info.ptr);
-    size = static_cast<size_t>(info.size * info.itemsize);
-  }
-};
-
-// Accepts anything with the buffer protocol; torch tensors expose it through .numpy().
-py::object AsBufferObject(const py::handle& obj) {
-  if (PyObject_CheckBuffer(obj.ptr())) return py::reinterpret_borrow<py::object>(obj);
-  if (py::hasattr(obj, "numpy")) return obj.attr("numpy")();  // torch.Tensor (CPU): shares memory
-  throw py::value_error("value must support the buffer protocol (bytes, numpy, torch CPU tensor)");
-}
-
-void Check(const Status& s) {
-  if (s.ok()) return;
-  if (s.code() == Code::kInvalidArgument || s.code() == Code::kTooLarge)
-    throw py::value_error(s.ToString());
-  throw std::runtime_error(s.ToString());
-}
-
-std::string CodeString(const Status& s) { return std::string(CodeName(s.code())); }
 
 // The shared batch logic for Store, Client and PoolClient.
 template <class T>
@@ -373,4 +314,6 @@ PYBIND11_MODULE(_kvpool, m) {
            py::arg("node_timeout_ms") = 300)
       .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); });
   BindOps<PoolFace>(pool);
+
+  BindKeys(m);
 }

@@ -1,6 +1,8 @@
 """kvpool: a context memory store for LLM inference (KV-cache blocks).
 
 Key            a 128-bit block key; chain_keys() / namespace_root() derive them (docs/KEYS.md)
+Namespace      schema v2 namespace (tenant, model, layout, dtype, TP/PP shard, salt)
+engines        vLLM / LMCache / SGLang / Dynamo block hashes from token ids
 Store          the embedded tiered store (DRAM + optional flash file)
 Client         a connection to one kvpoold ("host:port" or "unix:/path")
 Pool           many kvpoold nodes as one store (static members or etcd)
@@ -9,6 +11,8 @@ Values are any buffer (bytes, bytearray, numpy arrays, torch CPU tensors): gets 
 the caller's array and puts read from it without copies; I/O releases the GIL. A miss is
 None (get), -1 (batch_get) or False (exists), never an exception.
 """
-from ._kvpool import Client, Key, Pool, Store, chain_keys, namespace_root
+from ._kvpool import (Client, Key, Namespace, Pool, Store, chain_keys, engines, foreign_key,
+                      namespace_root)
 
-__all__ = ["Client", "Key", "Pool", "Store", "chain_keys", "namespace_root"]
+__all__ = ["Client", "Key", "Namespace", "Pool", "Store", "chain_keys", "engines", "foreign_key",
+           "namespace_root"]

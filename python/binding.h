@@ -1,0 +1,82 @@
+// Helpers shared by the binding's files: keys and buffers from Python objects, and the
+// Status -> exception rule (bad arguments raise ValueError; misses never raise).
+#ifndef KVPOOL_PYTHON_BINDING_H_
+#define KVPOOL_PYTHON_BINDING_H_
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "kvpool/key.h"
+#include "kvpool/status.h"
+
+namespace py = pybind11;
+
+namespace kvpool_py {
+using namespace ::kvpool;
+
+// A key from Python: a Key, a 32-digit hex string (Key.hex()), or any other str/bytes
+// (hashed with KeyFromBytes, as RESP and the CLI name keys).
+inline BlockKey ToKey(const py::handle& h) {
+  if (py::isinstance<BlockKey>(h)) return h.cast<BlockKey>();
+  if (py::isinstance<py::bytes>(h)) {
+    std::string s = h.cast<std::string>();
+    return KeyFromBytes(s);
+  }
+  if (py::isinstance<py::str>(h)) return ParseKey(h.cast<std::string>());
+  throw py::value_error("a key is a kvpool.Key, str or bytes");
+}
+
+inline std::vector<BlockKey> ToKeys(const py::iterable& keys) {
+  std::vector<BlockKey> out;
+  for (const py::handle& h : keys) out.push_back(ToKey(h));
+  return out;
+}
+
+// A contiguous buffer (read-only or writable) held for the duration of a call.
+struct Buffer {
+  py::buffer_info info;
+  std::byte* data = nullptr;
+  size_t size = 0;
+  Buffer(const py::handle& obj, bool writable) {
+    py::buffer b = py::reinterpret_borrow<py::buffer>(obj);
+    info = b.request(writable);
+    if (info.ndim > 0) {
+      // C-contiguous only: strides must match a dense row-major layout.
+      py::ssize_t expect = info.itemsize;
+      for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+        if (info.shape[d] > 1 && info.strides[d] != expect)
+          throw py::value_error("buffer must be C-contiguous");
+        expect *= info.shape[d];
+      }
+    }
+    data = static_cast<std::byte*>(info.ptr);
+    size = static_cast<size_t>(info.size * info.itemsize);
+  }
+};
+
+// Accepts anything with the buffer protocol; torch tensors expose it through .numpy().
+inline py::object AsBufferObject(const py::handle& obj) {
+  if (PyObject_CheckBuffer(obj.ptr())) return py::reinterpret_borrow<py::object>(obj);
+  if (py::hasattr(obj, "numpy")) return obj.attr("numpy")();  // torch.Tensor (CPU): shares memory
+  throw py::value_error("value must support the buffer protocol (bytes, numpy, torch CPU tensor)");
+}
+
+inline void Check(const Status& s) {
+  if (s.ok()) return;
+  if (s.code() == Code::kInvalidArgument || s.code() == Code::kTooLarge)
+    throw py::value_error(s.ToString());
+  throw std::runtime_error(s.ToString());
+}
+
+inline std::string CodeString(const Status& s) { return std::string(CodeName(s.code())); }
+
+// Defined in bind_keys.cc and bind_lmcache.cc.
+void BindKeys(py::module_& m);
+void BindLmcache(py::module_& m);
+
+}  // namespace kvpool_py
+
+#endif  // KVPOOL_PYTHON_BINDING_H_
