@@ -3,13 +3,12 @@
 // arrays, torch CPU tensors, memoryview): a get writes straight into the caller's array,
 // a put reads straight from it, no copy in between. Every call that does I/O releases the
 // GIL. Misses are None / -1 / False, never exceptions; bad arguments raise ValueError.
-#include "binding.h"
-
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "binding.h"
 #include "kvpool/client.h"
 #include "kvpool/pool.h"
 #include "kvpool/store.h"
@@ -82,8 +81,14 @@ struct Ops {
 
   // Per-item status names: "OK", "Exists", "TooLarge", ... (CodeName).
   static std::vector<std::string> BatchPut(T& t, const py::iterable& keys,
-                                           const py::iterable& values, bool overwrite) {
+                                           const py::iterable& values, bool overwrite,
+                                           const py::object& parents) {
     std::vector<BlockKey> ks = ToKeys(keys);
+    std::vector<BlockKey> ps;
+    if (!parents.is_none()) {
+      for (const py::handle& h : parents) ps.push_back(h.is_none() ? BlockKey{} : ToKey(h));
+      if (ps.size() != ks.size()) throw py::value_error("keys and parents differ in length");
+    }
     std::vector<py::object> objs;
     for (const py::handle& h : values) objs.push_back(AsBufferObject(h));
     if (objs.size() != ks.size()) throw py::value_error("keys and values differ in length");
@@ -92,7 +97,7 @@ struct Ops {
     for (auto& o : objs) bufs.emplace_back(o, false);
     std::vector<PutOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i)
-      ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, {}, {}};
+      ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, ps.empty() ? BlockKey{} : ps[i], {}};
     {
       py::gil_scoped_release nogil;
       t.PutOps(ops, overwrite);
@@ -160,18 +165,23 @@ void BindOps(C& cls) {
           "numpy array, bytearray, torch CPU tensor). None on a miss.")
       .def(
           "put",
-          [](T& t, const py::handle& key, const py::handle& value, bool overwrite) {
-            auto r = Ops<T>::BatchPut(t, py::make_tuple(key), py::make_tuple(value), overwrite);
+          [](T& t, const py::handle& key, const py::handle& value, bool overwrite,
+             const py::object& parent) {
+            auto r = Ops<T>::BatchPut(t, py::make_tuple(key), py::make_tuple(value), overwrite,
+                                      parent.is_none() ? parent : py::make_tuple(parent));
             return r[0];
           },
           py::arg("key"), py::arg("value"), py::arg("overwrite") = false,
+          py::arg("parent") = py::none(),
           "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already "
           "held), TooLarge, ...")
       .def("batch_get", &Ops<T>::BatchGet, py::arg("keys"), py::arg("outs"),
            "Reads each key into its buffer; returns sizes, -1 for a miss. One round trip (GIL "
            "released).")
       .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"),
-           py::arg("overwrite") = false, "Stores each value; returns a status name per item.")
+           py::arg("overwrite") = false, py::arg("parents") = py::none(),
+           "Stores each value (parents: each block's parent in its chain, for prefix-aware "
+           "eviction; None for none); returns a status name per item.")
       .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"))
       .def("exists", [](T& t, const py::handle& key) {
         return bool(Ops<T>::BatchExists(t, py::make_tuple(key))[0]);
@@ -206,6 +216,16 @@ PYBIND11_MODULE(_kvpool, m) {
   m.def(
       "namespace_root", [](const std::string& ns) { return NamespaceRoot(ns); },
       py::arg("namespace"));
+  m.def(
+      "pool_key",
+      [](const py::object& ns, const py::handle& key) {
+        BlockKey root = py::isinstance<py::str>(ns) ? NamespaceRoot(ns.cast<std::string>())
+                                                    : ns.cast<BlockKey>();
+        return PoolKey(root, ToKey(key));
+      },
+      py::arg("namespace"), py::arg("key"),
+      "The key kvpoold stores `key` under for clients of `namespace` (a name or its root "
+      "Key); KV events name blocks by it (its .lo is vLLM's int form).");
   m.def(
       "chain_keys",
       [](const py::object& parent, const py::object& tokens, size_t block_tokens) {

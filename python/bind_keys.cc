@@ -34,7 +34,8 @@ void BindKeys(py::module_& m) {
                        const std::string& layout, const std::string& dtype, uint32_t tp_rank,
                        uint32_t tp_size, uint32_t pp_rank, uint32_t pp_size,
                        const std::string& salt) {
-             NamespaceSpec n{tenant, model, layout, dtype, tp_rank, tp_size, pp_rank, pp_size, salt};
+             NamespaceSpec n{tenant,  model,   layout,  dtype, tp_rank,
+                             tp_size, pp_rank, pp_size, salt};
              Check(n.Validate());
              return n;
            }),
@@ -60,7 +61,8 @@ void BindKeys(py::module_& m) {
           },
           py::arg("tokens"), py::arg("block_tokens") = 16)
       .def("__str__", &NamespaceSpec::ToString)
-      .def("__repr__", [](const NamespaceSpec& n) { return "kvpool.Namespace('" + n.ToString() + "')"; });
+      .def("__repr__",
+           [](const NamespaceSpec& n) { return "kvpool.Namespace('" + n.ToString() + "')"; });
 
   m.def(
       "foreign_key",
@@ -108,8 +110,7 @@ void BindKeys(py::module_& m) {
           out.emplace_back(h);
         return out;
       },
-      py::arg("algo"), py::arg("python_hash_seed"), py::arg("tokens"),
-      py::arg("chunk_size") = 256);
+      py::arg("algo"), py::arg("python_hash_seed"), py::arg("tokens"), py::arg("chunk_size") = 256);
   e.def(
       "sglang_page_hashes",
       [](const py::iterable& tokens, size_t page_size, bool xxh3) {

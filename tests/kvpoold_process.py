@@ -22,8 +22,14 @@ class Kvpoold:
         deadline = time.time() + 10
         while not os.path.exists(ready):
             if self.proc.poll() is not None or time.time() > deadline:
+                self.log.close()
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                self.proc.wait()
                 with open(self.log.name) as f:
-                    raise RuntimeError("kvpoold did not start: " + f.read())
+                    text = f.read()
+                shutil.rmtree(self.dir, ignore_errors=True)
+                raise RuntimeError("kvpoold did not start: " + text)
             time.sleep(0.01)
         with open(ready) as f:
             info = json.load(f)

@@ -69,6 +69,11 @@ options:
   --capacity SIZE        advertised placement weight (default: DRAM + flash)
   --labels L             topology labels, e.g. zone=z1,rack=r4,node=host7
   --lease-ttl SECONDS    etcd lease (>= 2, default 3)
+  --kv-events ENDPOINT   publish block stored/removed events in vLLM's format on a
+                         ZeroMQ PUB socket, e.g. tcp://*:5557 (default off)
+  --kv-events-replay EP  ZeroMQ ROUTER that replays buffered batches (tcp://*:5558)
+  --kv-events-topic T    topic frame of every event message (default empty)
+  --kv-events-hash H     int (vLLM's 64-bit form, default) or bytes (16-byte keys)
   --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
   --print-config         print the settings that would be used, and exit
   --help                 this text
@@ -203,6 +208,18 @@ int main(int argc, char** argv) {
       if (a == "--etcd-prefix") c.cluster.prefix = v;
       if (a == "--member-id") c.cluster.member_id = v;
       if (a == "--advertise") c.cluster.advertise = v;
+    } else if (a == "--kv-events" || a == "--kv-events-replay" || a == "--kv-events-topic" ||
+               a == "--kv-events-hash") {
+      const char* v = value();
+      if (!v) return Fail(a + " needs a value");
+      if (a == "--kv-events") c.events.endpoint = v;
+      if (a == "--kv-events-replay") c.events.replay_endpoint = v;
+      if (a == "--kv-events-topic") c.events.topic = v;
+      if (a == "--kv-events-hash") {
+        if (std::string(v) != "int" && std::string(v) != "bytes")
+          return Fail("--kv-events-hash: int or bytes");
+        c.events.int_hashes = std::string(v) == "int";
+      }
     } else if (a == "--capacity") {
       if (!size(&c.cluster.capacity) || c.cluster.capacity == 0)
         return Fail("--capacity: a size such as 64GiB");
@@ -255,7 +272,8 @@ int main(int argc, char** argv) {
                   : kvpool::FormatSize(c.store.flash_bytes) + " at " + c.store.flash_path)
           << " max_value=" << kvpool::FormatSize(c.store.max_value_bytes)
           << " max_batch=" << c.server.limits.max_batch << " tenants=" << c.server.tenants.size()
-          << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix);
+          << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix)
+          << " kv_events=" << (c.events.endpoint.empty() ? "off" : c.events.endpoint);
   if (print_config) {
     std::printf("%s\n", summary.str().c_str());
     return 0;
@@ -290,6 +308,18 @@ int main(int argc, char** argv) {
   if (c.store.prefault) {
     Log("touching the " + kvpool::FormatSize(c.store.dram_bytes) +
         " DRAM tier once now, so puts never stall on page faults (--no-prefault skips)");
+  }
+  // The publisher outlives the store: the store reports to it until it is closed.
+  std::unique_ptr<kvpool::server::KvEventPublisher> events;
+  if (!c.events.endpoint.empty()) {
+    auto pub = kvpool::server::KvEventPublisher::Start(c.events);
+    if (!pub.ok()) return Fail(pub.status().ToString());
+    events = std::move(pub).value();
+    c.store.listener = events.get();
+    Log("kv events: publishing on " + c.events.endpoint +
+        (c.events.replay_endpoint.empty() ? "" : ", replay on " + c.events.replay_endpoint));
+  } else if (!c.events.replay_endpoint.empty()) {
+    return Fail("--kv-events-replay needs --kv-events");
   }
   auto store = kvpool::Store::Open(c.store);
   if (!store.ok()) return Fail("cannot open the store: " + store.status().ToString());

@@ -35,8 +35,7 @@ std::string VllmNoneHash(VllmHash algo, std::string_view python_hash_seed);
 
 // hash_fn((parent, tuple(tokens), extra_keys=None)) for one block. REQUIRES: parent is a
 // digest of this algo (or NONE_HASH) and tokens.size() <= 8192.
-std::string VllmBlockHash(VllmHash algo, std::string_view parent,
-                          std::span<const uint32_t> tokens);
+std::string VllmBlockHash(VllmHash algo, std::string_view parent, std::span<const uint32_t> tokens);
 
 // The chain of full blocks' hashes (vLLM hashes only full blocks), from NONE_HASH.
 std::vector<std::string> VllmBlockHashes(VllmHash algo, std::string_view python_hash_seed,

@@ -48,6 +48,11 @@ BlockKey KeyFromBytes(std::string_view bytes);
 // 32 hex digits (as ToHex writes) -> that key; anything else -> KeyFromBytes(text).
 BlockKey ParseKey(std::string_view text);
 
+// The key kvpoold stores a client's key under, in the namespace whose root is `ns_root`
+// (NamespaceRoot of the HELLO's namespace): XXH3_128bits(le64 ns_root.hi || le64 ns_root.lo
+// || le64 key.hi || le64 key.lo). KV events name blocks by it. The empty key stays empty.
+BlockKey PoolKey(const BlockKey& ns_root, const BlockKey& key);
+
 struct BlockKeyHash {
   size_t operator()(const BlockKey& k) const { return k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull); }
 };

@@ -9,6 +9,8 @@
 
 namespace kvpool {
 
+class StoreListener;  // store.h
+
 inline constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
 
 enum class Admission : unsigned char {
@@ -59,6 +61,10 @@ struct StoreOptions {
   double flash_rewrite_age = 0.5;
   // Off: no background thread; eviction happens inline in put (deterministic, for tests).
   bool background_mover = true;
+
+  // Told of every block stored and removed (KV event publishers); not owned, must outlive
+  // the store. Null: no events.
+  StoreListener* listener = nullptr;
 
   Status Validate() const;
 };

@@ -27,7 +27,7 @@ struct NamespaceSpec {
   std::string model;
   // KV layout: attention kind, block/page size and geometry, e.g. "mha/p16/l32/kv8/d128".
   std::string layout;
-  std::string dtype = "bf16";  // element type of the KV tensors: bf16, fp16, fp8_e4m3, ...
+  std::string dtype = "bf16";         // element type of the KV tensors: bf16, fp16, fp8_e4m3, ...
   uint32_t tp_rank = 0, tp_size = 1;  // tensor-parallel shard
   uint32_t pp_rank = 0, pp_size = 1;  // pipeline-parallel stage
   std::string salt;                   // optional isolation (vLLM's cache_salt)

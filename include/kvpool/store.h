@@ -49,6 +49,19 @@ struct KeyOp {
   Status status;  // out: OK or kNotFound
 };
 
+// Block lifecycle, for publishers of KV events (StoreOptions::listener). Called on the
+// thread that stored or removed the block, with internal locks held: implementations must
+// be quick (queue and return) and must not call back into the store. A block is removed
+// when it leaves the store entirely (erased, evicted from the last tier, replaced, failed
+// verification); moving between DRAM and flash is not an event. A block lost with an
+// evicted flash region is reported when the store next sweeps or looks it up.
+class StoreListener {
+ public:
+  virtual ~StoreListener() = default;
+  virtual void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size) = 0;
+  virtual void OnRemoved(const BlockKey& key) = 0;
+};
+
 class Store;
 namespace engine {
 class TieredStore;

@@ -12,7 +12,7 @@ the caller's array and puts read from it without copies; I/O releases the GIL. A
 None (get), -1 (batch_get) or False (exists), never an exception.
 """
 from ._kvpool import (Client, Key, Namespace, Pool, Store, chain_keys, engines, foreign_key,
-                      namespace_root)
+                      namespace_root, pool_key)
 
 __all__ = ["Client", "Key", "Namespace", "Pool", "Store", "chain_keys", "engines", "foreign_key",
-           "namespace_root"]
+           "namespace_root", "pool_key"]

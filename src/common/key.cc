@@ -63,6 +63,16 @@ std::vector<BlockKey> ChainKeys(const BlockKey& parent, std::span<const uint32_t
   return keys;
 }
 
+BlockKey PoolKey(const BlockKey& ns_root, const BlockKey& key) {
+  if (key.empty()) return key;
+  unsigned char buf[32];
+  PutLe64(buf, ns_root.hi);
+  PutLe64(buf + 8, ns_root.lo);
+  PutLe64(buf + 16, key.hi);
+  PutLe64(buf + 24, key.lo);
+  return FromHash(XXH3_128bits(buf, sizeof buf));
+}
+
 BlockKey KeyFromBytes(std::string_view bytes) {
   return FromHash(XXH3_128bits(bytes.data(), bytes.size()));
 }
@@ -73,8 +83,10 @@ BlockKey ParseKey(std::string_view text) {
     bool hex = true;
     for (size_t i = 0; i < 32 && hex; ++i) {
       char c = text[i];
-      int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      int v = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
       if (v < 0) hex = false;
       uint64_t& half = i < 16 ? k.hi : k.lo;
       half = (half << 4) | static_cast<uint64_t>(v < 0 ? 0 : v);

@@ -41,6 +41,7 @@ IndexEntry* Index::Shard::Insert(const BlockKey& key) {
 }
 
 void Index::Shard::Erase(IndexEntry* entry) {
+  if (listener_) listener_->OnRemoved(entry->key);
   size_t hole = static_cast<size_t>(entry - slots_.data());
   // Backward-shift: pull later members of the probe run into the hole so that lookups
   // never need tombstones.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kvpool/key.h"
+#include "kvpool/store.h"
 
 namespace kvpool::engine {
 
@@ -64,6 +65,7 @@ class Index {
 
    private:
     friend class Index;
+    StoreListener* listener_ = nullptr;  // told of every erased key
     void Grow();
     std::vector<IndexEntry> slots_;
     // Fibonacci mix, then multiply-shift onto [0, size): keys are hashes, but a caller's
@@ -81,6 +83,10 @@ class Index {
     return *shards_[((key.hi * 0xC2B2AE3D27D4EB4Full) >> 40) & shard_mask_];
   }
   unsigned shard_count() const { return static_cast<unsigned>(shards_.size()); }
+  // Every Erase is reported to `listener` (may be null). Call before concurrent use.
+  void set_listener(StoreListener* listener) {
+    for (auto& s : shards_) s->listener_ = listener;
+  }
   Shard& shard(unsigned i) { return *shards_[i]; }
   // Totals over all shards (locks each in turn).
   uint64_t Size();

@@ -45,6 +45,7 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
       free_target_bytes_(static_cast<uint64_t>(options.dram_free_target *
                                                static_cast<double>(options.dram_bytes))) {
   if (device_) flash_ = std::make_unique<FlashLog>(device_->size(), options.region_bytes);
+  index_.set_listener(options.listener);
   if (options_.background_mover) mover_ = std::thread([this] { MoverLoop(); });
 }
 
@@ -286,6 +287,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     n->set_in_dram(true);
     n->aux = id;
     dram_->Link(id, ghost || dram_->GhostContains(key));
+    if (options_.listener) options_.listener->OnStored(key, options.parent, r.size);
   }
   if (replaced != kNoRecord) {
     dram_->Doom(replaced);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+#include <set>
+
 #include "common/crc32c.h"
 #include "store_testing.h"
 
@@ -313,6 +317,66 @@ TEST(TieredStore, LargeValuesUpTo128MiB) {
   if (r.ok()) EXPECT_EQ(0, std::memcmp(out.data(), v.data(), v.size()));
   EXPECT_GT(s->GetStats().demotions, 0u);
   EXPECT_EQ(s->GetStats().crc_failures, 0u);
+}
+
+}  // namespace
+}  // namespace kvpool::engine
+
+namespace kvpool::engine {
+namespace {
+
+// Records what the store reports; the model is "held = stored - removed".
+struct RecordingListener : StoreListener {
+  std::mutex mu;
+  std::vector<std::pair<char, BlockKey>> events;
+  std::map<BlockKey, BlockKey> parents;
+  void OnStored(const BlockKey& k, const BlockKey& parent, uint64_t) override {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back({'+', k});
+    parents[k] = parent;
+  }
+  void OnRemoved(const BlockKey& k) override {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back({'-', k});
+  }
+  std::set<BlockKey> Held() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::set<BlockKey> held;
+    for (auto& [op, k] : events) {
+      if (op == '+') EXPECT_TRUE(held.insert(k).second) << "stored twice without a removal";
+      if (op == '-') EXPECT_EQ(held.erase(k), 1u) << "removed without being stored";
+    }
+    return held;
+  }
+};
+
+TEST(TieredStore, ListenerSeesEveryStoreAndRemoval) {
+  RecordingListener l;
+  StoreOptions o = kvpool::testing::SmallOptions(4 * kMiB);
+  o.listener = &l;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(16 * kMiB));
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->Put(TestKey(1), TestValue(TestKey(1), 0, 1000)).ok());
+  ASSERT_TRUE(s->Put(TestKey(2), TestValue(TestKey(2), 0, 1000), PutOptions{TestKey(1)}).ok());
+  EXPECT_EQ(l.parents[TestKey(2)], TestKey(1));
+  EXPECT_EQ(s->Put(TestKey(1), TestValue(TestKey(1), 0, 1000)).code(), Code::kExists);
+  ASSERT_TRUE(s->Put(TestKey(1), TestValue(TestKey(1), 1, 1000), PutOptions{{}, true}).ok());
+  ASSERT_TRUE(s->Erase(TestKey(2)).ok());
+  EXPECT_EQ(l.Held(), std::set<BlockKey>{TestKey(1)});
+  // Far more than DRAM + flash hold: blocks leave through DRAM drops and region evictions.
+  for (uint64_t i = 10; i < 400; ++i) (void)s->Put(TestKey(i), TestValue(TestKey(i), 0, 64 << 10));
+  s->Quiesce();
+  for (uint64_t i = 10; i < 400; ++i) (void)s->Exists(TestKey(i));  // lookups sweep stale entries
+  std::set<BlockKey> held = l.Held();
+  size_t exist = 0;
+  for (uint64_t i = 1; i < 400; ++i) exist += s->Exists(TestKey(i));
+  EXPECT_LT(held.size(), 300u);  // most were evicted, and each eviction was reported...
+  // ...and every block reported held is still there (a lost block never stays "held" once
+  // the store has looked at it).
+  for (const BlockKey& k : held) EXPECT_TRUE(s->Exists(k)) << k.ToHex();
+  EXPECT_EQ(exist, held.size());
+  s->Clear();
+  EXPECT_TRUE(l.Held().empty());
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ Result<VllmHash> ParseVllmHash(std::string_view name) {
 }
 
 std::string VllmNoneHash(VllmHash algo, std::string_view python_hash_seed) {
-  return Digest(algo, IsCbor(algo) ? keys::CborStr(python_hash_seed)
-                                   : keys::PickleStr(python_hash_seed));
+  return Digest(algo,
+                IsCbor(algo) ? keys::CborStr(python_hash_seed) : keys::PickleStr(python_hash_seed));
 }
 
 std::string VllmBlockHash(VllmHash algo, std::string_view parent,
@@ -63,13 +63,13 @@ std::vector<std::string> VllmBlockHashes(VllmHash algo, std::string_view python_
 uint64_t VllmExternalHash(std::string_view digest) {
   uint64_t v = 0;
   size_t start = digest.size() > 8 ? digest.size() - 8 : 0;
-  for (size_t i = start; i < digest.size(); ++i) v = (v << 8) | static_cast<unsigned char>(digest[i]);
+  for (size_t i = start; i < digest.size(); ++i)
+    v = (v << 8) | static_cast<unsigned char>(digest[i]);
   return v;
 }
 
 std::vector<std::string> LmcacheChunkHashes(VllmHash algo, std::string_view python_hash_seed,
-                                            std::span<const uint32_t> tokens,
-                                            size_t chunk_size) {
+                                            std::span<const uint32_t> tokens, size_t chunk_size) {
   std::vector<std::string> out;
   if (chunk_size == 0) return out;
   std::string prefix = VllmNoneHash(algo, python_hash_seed);

@@ -12,7 +12,6 @@
 namespace kvpool {
 namespace {
 
-
 const std::string kParent(32, '\x01');
 
 TEST(Serialize, PickleMatchesCpython) {
@@ -40,8 +39,8 @@ TEST(Serialize, CborMatchesCbor2Canonical) {
   EXPECT_EQ(engines::Hex(keys::CborBlockTuple(kParent, std::vector<uint32_t>{})),
             "835820" + engines::Hex(kParent) + "80f6");
   EXPECT_EQ(engines::Hex(keys::CborBlockTuple(
-                kParent, std::vector<uint32_t>{0, 255, 256, 65535, 65536, 2147483647u,
-                                               2147483648u, 4294967295u})),
+                kParent, std::vector<uint32_t>{0, 255, 256, 65535, 65536, 2147483647u, 2147483648u,
+                                               4294967295u})),
             "835820" + engines::Hex(kParent) +
                 "880018ff19010019ffff1a000100001a7fffffff1a800000001afffffffff6");
   EXPECT_EQ(engines::Hex(keys::CborStr("0")), "6130");
@@ -65,10 +64,9 @@ TEST(EngineKeys, ChainsDependOnEveryEarlierToken) {
     ASSERT_EQ(ha.size(), 4u);
     EXPECT_EQ(ha[0], hb[0]);
     for (int i = 1; i < 4; ++i) EXPECT_NE(ha[i], hb[i]);
-    EXPECT_EQ(ha[0].size(), algo == engines::VllmHash::kSha256 ||
-                                    algo == engines::VllmHash::kSha256Cbor
-                                ? 32u
-                                : 16u);
+    EXPECT_EQ(
+        ha[0].size(),
+        algo == engines::VllmHash::kSha256 || algo == engines::VllmHash::kSha256Cbor ? 32u : 16u);
     EXPECT_NE(engines::VllmBlockHashes(algo, "1", a, 16)[0], ha[0]);  // the seed matters
   }
   auto sa = engines::SglangPageHashes(a, 16), sb = engines::SglangPageHashes(b, 16);

@@ -18,7 +18,7 @@ std::string PickleStr(std::string_view s);  // REQUIRES: s.size() < 256, valid U
 std::string CborBlockTuple(std::string_view parent, std::span<const uint32_t> tokens);
 std::string CborStr(std::string_view s);
 
-std::string Sha256(std::string_view bytes);  // 32-byte digest
+std::string Sha256(std::string_view bytes);          // 32-byte digest
 std::string Xxh3_128Digest(std::string_view bytes);  // 16 bytes, big-endian (xxhash's digest())
 
 }  // namespace kvpool::keys

@@ -200,6 +200,30 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
                 uint64_t n) { c->cluster.lease_ttl = unsigned(std::max<uint64_t>(n, 2)); },
              3600),
         "etcd lease seconds (>= 2); a dead node leaves the member list after this (default 3)"}},
+      {"events.endpoint",
+       {Str([](DaemonConfig* c, std::string s) { c->events.endpoint = s; }),
+        "ZeroMQ PUB endpoint for KV events in vLLM's format, e.g. \"tcp://*:5557\" (default off)"}},
+      {"events.replay_endpoint",
+       {Str([](DaemonConfig* c, std::string s) { c->events.replay_endpoint = s; }),
+        "ZeroMQ ROUTER endpoint that replays buffered event batches (default off)"}},
+      {"events.topic",
+       {Str([](DaemonConfig* c, std::string s) { c->events.topic = s; }),
+        "first frame of every event message (default empty)"}},
+      {"events.hash",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto s = AsString(v);
+          if (!s.ok()) return s.status();
+          if (*s != "int" && *s != "bytes") return Status::InvalidArgument("\"int\" or \"bytes\"");
+          c->events.int_hashes = *s == "int";
+          return Status::Ok();
+        },
+        "block hash form in events: \"int\" (64-bit, vLLM's int form) or \"bytes\" (16)"}},
+      {"events.block_size",
+       {Size([](DaemonConfig* c, uint64_t n) { c->events.block_size = unsigned(n); }, 1 << 20),
+        "tokens per block, reported in BlockStored (default 16)"}},
+      {"events.buffer_steps",
+       {Size([](DaemonConfig* c, uint64_t n) { c->events.buffer_steps = unsigned(n); }, 1 << 24),
+        "event batches kept for replay (default 10000)"}},
       {"store.dram_bytes",
        {Size([](DaemonConfig* c, uint64_t n) { c->store.dram_bytes = n; }),
         "DRAM tier (default: a quarter of MemAvailable)"}},
@@ -289,8 +313,8 @@ Status ApplyToml(std::string_view text, DaemonConfig* config) {
       continue;
     }
     if (line.starts_with('[')) {
-      if (line != "[server]" && line != "[store]" && line != "[cluster]") {
-        return fail("tables are [server], [store], [cluster], [[tenant]]");
+      if (line != "[server]" && line != "[store]" && line != "[cluster]" && line != "[events]") {
+        return fail("tables are [server], [store], [cluster], [events], [[tenant]]");
       }
       table = std::string(line.substr(1, line.size() - 2));
       tenant = nullptr;

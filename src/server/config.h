@@ -1,6 +1,6 @@
 // kvpoold's configuration: defaults sized from the machine, a TOML file, then flags.
 //
-// The file is a TOML subset: [server], [store], [cluster] and [[tenant]] tables of `key = value`
+// The file is a TOML subset: [server], [store], [cluster], [events] and [[tenant]] tables of `key = value`
 // lines; values are "strings", integers, true/false, or ["string", ...] arrays; sizes may
 // be strings with units ("8GiB"). Unknown keys are errors (a typo must not be ignored).
 // Parsing is a pure function of the text (the fuzz target drives it).
@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "kvpool/options.h"
+#include "server/kv_events.h"
 #include "server/server.h"
 
 namespace kvpool::server {
@@ -32,6 +33,7 @@ struct DaemonConfig {
   ServerOptions server;
   StoreOptions store;
   ClusterConfig cluster;
+  KvEventsOptions events;  // [events]: vLLM-format KV events over ZeroMQ; off by default
   std::string ready_file;  // written once listening: {"pid":..,"port":..,"resp_port":..}
 };
 

@@ -1,7 +1,5 @@
 #include "server/tenants.h"
 
-#include <xxhash.h>
-
 #include <cstring>
 
 namespace kvpool::server {
@@ -33,13 +31,6 @@ Status Tenants::Authorize(std::string_view token, std::string_view ns) const {
   return Status::Refused("unknown access token");
 }
 
-BlockKey Scope::Key(const BlockKey& k) const {
-  if (k.empty()) return k;
-  uint64_t buf[4] = {root_.hi, root_.lo, k.hi, k.lo};
-  XXH128_hash_t h = XXH3_128bits(buf, sizeof(buf));
-  BlockKey out{h.high64, h.low64};
-  if (out.empty()) out.lo = 1;
-  return out;
-}
+BlockKey Scope::Key(const BlockKey& k) const { return PoolKey(root_, k); }
 
 }  // namespace kvpool::server

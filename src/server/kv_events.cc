@@ -1,0 +1,240 @@
+#include "server/kv_events.h"
+
+#include <msgpack.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace kvpool::server {
+namespace {
+
+std::string Be64(int64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(static_cast<uint64_t>(v) >> (56 - 8 * i));
+  return s;
+}
+
+int64_t FromBe64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return static_cast<int64_t>(v);
+}
+
+void PackStr(msgpack_packer* pk, std::string_view s) {
+  msgpack_pack_str(pk, s.size());
+  msgpack_pack_str_body(pk, s.data(), s.size());
+}
+
+// Sends frames as one multipart message. ZMQ_DONTWAIT: a slow subscriber never blocks the
+// publisher (PUB drops for it past its high-water mark, as vLLM's does).
+void SendParts(void* sock, std::initializer_list<std::string_view> parts) {
+  size_t i = 0;
+  for (std::string_view p : parts) {
+    int flags = ZMQ_DONTWAIT | (++i < parts.size() ? ZMQ_SNDMORE : 0);
+    zmq_send(sock, p.data(), p.size(), flags);
+  }
+}
+
+Status ZmqError(const std::string& what) {
+  return Status::InvalidArgument(what + ": " + zmq_strerror(zmq_errno()));
+}
+
+}  // namespace
+
+KvEventPublisher::KvEventPublisher(const KvEventsOptions& options) : options_(options) {}
+
+Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Start(const KvEventsOptions& o) {
+  if (o.endpoint.empty()) return Status::InvalidArgument("kv events: no endpoint");
+  std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(o));
+  p->ctx_ = zmq_ctx_new();
+  p->pub_ = zmq_socket(p->ctx_, ZMQ_PUB);
+  int linger = 0;
+  zmq_setsockopt(p->pub_, ZMQ_LINGER, &linger, sizeof linger);
+  if (zmq_bind(p->pub_, o.endpoint.c_str()) != 0)
+    return ZmqError("kv events: cannot bind " + o.endpoint);
+  if (!o.replay_endpoint.empty()) {
+    p->replay_ = zmq_socket(p->ctx_, ZMQ_ROUTER);
+    zmq_setsockopt(p->replay_, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(p->replay_, o.replay_endpoint.c_str()) != 0)
+      return ZmqError("kv events: cannot bind replay " + o.replay_endpoint);
+  }
+  p->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (p->wake_fd_ < 0) return Status::IoError("kv events: eventfd failed");
+  p->thread_ = std::thread([raw = p.get()] { raw->Run(); });
+  return p;
+}
+
+KvEventPublisher::~KvEventPublisher() {
+  if (thread_.joinable()) {
+    stop_.store(true);
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (replay_) zmq_close(replay_);
+  if (pub_) zmq_close(pub_);
+  if (ctx_) zmq_ctx_term(ctx_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void KvEventPublisher::Queue(const Event& e) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= options_.max_queued_events) {
+      ++stats_.dropped;
+      return;
+    }
+    wake = queue_.empty();
+    queue_.push_back(e);
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void KvEventPublisher::OnStored(const BlockKey& key, const BlockKey& parent, uint64_t) {
+  Queue(Event{key, parent, true});
+}
+
+void KvEventPublisher::OnRemoved(const BlockKey& key) { Queue(Event{key, {}, false}); }
+
+KvEventsStats KvEventPublisher::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
+  // Consecutive events of one kind become one event with many hashes; stored blocks join
+  // the previous BlockStored when they continue its chain (its last hash is their parent),
+  // as vLLM reports a request's new blocks.
+  struct Group {
+    bool stored;
+    BlockKey parent;
+    std::vector<BlockKey> keys;
+  };
+  std::vector<Group> groups;
+  for (const Event& e : events) {
+    if (!groups.empty() && groups.back().stored == e.stored &&
+        (!e.stored || groups.back().keys.back() == e.parent)) {
+      groups.back().keys.push_back(e.key);
+    } else {
+      groups.push_back(Group{e.stored, e.parent, {e.key}});
+    }
+  }
+  msgpack_sbuffer buf;
+  msgpack_sbuffer_init(&buf);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+  auto hash = [&](const BlockKey& k) {
+    if (options_.int_hashes) {
+      msgpack_pack_uint64(&pk, k.lo);
+    } else {
+      unsigned char b[16];
+      for (int i = 0; i < 8; ++i) {
+        b[i] = static_cast<unsigned char>(k.hi >> (56 - 8 * i));
+        b[8 + i] = static_cast<unsigned char>(k.lo >> (56 - 8 * i));
+      }
+      msgpack_pack_bin(&pk, 16);
+      msgpack_pack_bin_body(&pk, b, 16);
+    }
+  };
+  double ts =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_double(&pk, ts);
+  msgpack_pack_array(&pk, groups.size());
+  for (const Group& g : groups) {
+    if (g.stored) {
+      msgpack_pack_array(&pk, 7);
+      PackStr(&pk, "BlockStored");
+      msgpack_pack_array(&pk, g.keys.size());
+      for (const BlockKey& k : g.keys) hash(k);
+      if (g.parent.empty()) {
+        msgpack_pack_nil(&pk);
+      } else {
+        hash(g.parent);
+      }
+      msgpack_pack_array(&pk, 0);  // token ids: the pool stores bytes, not tokens
+      msgpack_pack_uint32(&pk, options_.block_size);
+      msgpack_pack_nil(&pk);  // lora_id
+      PackStr(&pk, "kvpool");
+    } else {
+      msgpack_pack_array(&pk, 3);
+      PackStr(&pk, "BlockRemoved");
+      msgpack_pack_array(&pk, g.keys.size());
+      for (const BlockKey& k : g.keys) hash(k);
+      PackStr(&pk, "kvpool");
+    }
+  }
+  std::string out(buf.data, buf.size);
+  msgpack_sbuffer_destroy(&buf);
+  return out;
+}
+
+void KvEventPublisher::ServeReplay() {
+  // A request is [identity, (empty delimiter from REQ/DEALER,) be64 start sequence].
+  std::vector<std::string> frames;
+  for (;;) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, replay_, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      return;
+    }
+    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+    bool more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    if (more) continue;
+    if (frames.size() >= 2 && frames.back().size() == 8) {
+      const std::string& id = frames.front();
+      int64_t start = FromBe64(reinterpret_cast<const unsigned char*>(frames.back().data()));
+      for (const auto& [seq, payload] : history_) {
+        if (seq >= start) SendParts(replay_, {id, "", Be64(seq), payload});
+      }
+      SendParts(replay_, {id, "", Be64(-1), ""});
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.replays;
+    }
+    frames.clear();  // anything else is ignored: a bad request must not stop the publisher
+  }
+}
+
+void KvEventPublisher::Run() {
+  std::vector<Event> events;
+  for (;;) {
+    zmq_pollitem_t items[2] = {{nullptr, wake_fd_, ZMQ_POLLIN, 0}, {replay_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, replay_ ? 2 : 1, 1000);
+    uint64_t n;
+    (void)!::read(wake_fd_, &n, sizeof n);
+    if (replay_ && (items[1].revents & ZMQ_POLLIN)) ServeReplay();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events.swap(queue_);
+    }
+    for (size_t off = 0; off < events.size(); off += options_.max_events_per_batch) {
+      size_t len = std::min<size_t>(options_.max_events_per_batch, events.size() - off);
+      std::vector<Event> part(events.begin() + off, events.begin() + off + len);
+      std::string payload = Encode(part);
+      int64_t seq = next_seq_++;
+      SendParts(pub_, {options_.topic, Be64(seq), payload});
+      history_.emplace_back(seq, std::move(payload));
+      if (history_.size() > options_.buffer_steps) history_.pop_front();
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.batches;
+      for (const Event& e : part) ++(e.stored ? stats_.stored : stats_.removed);
+    }
+    events.clear();
+    if (stop_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+    }
+  }
+}
+
+}  // namespace kvpool::server

@@ -1,0 +1,90 @@
+// KV events: kvpoold announces the blocks its pool tier stores and removes, in vLLM's KV
+// event format, so KV-aware routers (Dynamo, llm-d) can count pool hits.
+//
+// Wire format (vllm/distributed/kv_events.py, read at v0.11): a ZeroMQ PUB socket sends
+// multipart messages (topic, be64 sequence number, msgpack payload); the payload
+// is KVEventBatch encoded array-like: [ts: float64 seconds, [event, ...]], each event a
+// tagged array: ["BlockStored", [hash, ...], parent_hash | nil, token_ids [], block_size,
+// lora_id nil, medium "kvpool"], ["BlockRemoved", [hash, ...], medium]. A ROUTER socket
+// serves replays: a request carrying a be64 start sequence is answered with every buffered
+// (sequence, payload) from there on, then (be64 -1, empty). docs/PROTOCOL.md has details.
+//
+// Hashes name blocks by their pool key (the key kvpoold stores under: the client's key
+// scoped by its namespace, docs/PROTOCOL.md), as vLLM's int form (the 16-byte key read
+// big-endian, low 64 bits = key.lo) or as the 16 bytes.
+//
+// Thread safety: OnStored/OnRemoved from any thread (they queue and return); one thread
+// owns the ZeroMQ sockets.
+#ifndef KVPOOL_SERVER_KV_EVENTS_H_
+#define KVPOOL_SERVER_KV_EVENTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvpool/status.h"
+#include "kvpool/store.h"
+
+namespace kvpool::server {
+
+struct KvEventsOptions {
+  std::string endpoint;           // PUB, e.g. "tcp://*:5557"; empty: off
+  std::string replay_endpoint;    // ROUTER; empty: no replay
+  std::string topic;              // first frame of every message
+  bool int_hashes = true;         // false: 16-byte hashes
+  unsigned block_size = 16;       // BlockStored.block_size (tokens)
+  unsigned buffer_steps = 10000;  // batches kept for replay
+  unsigned max_events_per_batch = 1000;
+  uint64_t max_queued_events = 1 << 20;  // beyond: dropped and counted
+};
+
+struct KvEventsStats {
+  uint64_t batches = 0, stored = 0, removed = 0, dropped = 0, replays = 0;
+};
+
+class KvEventPublisher : public StoreListener {
+ public:
+  // Binds the sockets; fails clearly if an endpoint is malformed or in use.
+  static Result<std::unique_ptr<KvEventPublisher>> Start(const KvEventsOptions& options);
+  ~KvEventPublisher() override;  // publishes what is queued, then closes the sockets
+
+  void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size) override;
+  void OnRemoved(const BlockKey& key) override;
+  KvEventsStats stats() const;
+
+ private:
+  struct Event {
+    BlockKey key, parent;
+    bool stored;
+  };
+  explicit KvEventPublisher(const KvEventsOptions& options);
+  void Run();
+  void Queue(const Event& e);
+  std::string Encode(const std::vector<Event>& events) const;
+  void ServeReplay();
+
+  const KvEventsOptions options_;
+  void* ctx_ = nullptr;
+  void* pub_ = nullptr;
+  void* replay_ = nullptr;
+  int wake_fd_ = -1;  // eventfd: the queue became non-empty, or stop
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  std::vector<Event> queue_;  // GUARDED_BY(mu_)
+  KvEventsStats stats_;       // GUARDED_BY(mu_)
+
+  // Owned by the publishing thread.
+  int64_t next_seq_ = 0;
+  std::deque<std::pair<int64_t, std::string>> history_;
+};
+
+}  // namespace kvpool::server
+
+#endif  // KVPOOL_SERVER_KV_EVENTS_H_
