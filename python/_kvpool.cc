@@ -107,6 +107,57 @@ struct Ops {
     return out;
   }
 
+  // Raw-address forms, for engines that hand over host-pool addresses (SGLang's
+  // get_page_buffer_meta, Mooncake's batch_get_into): the caller guarantees each (ptr, size)
+  // is valid memory for the duration of the call.
+  static std::vector<int64_t> BatchGetPtrs(T& t, const py::iterable& keys,
+                                           const std::vector<uintptr_t>& ptrs,
+                                           const std::vector<uint64_t>& sizes) {
+    std::vector<BlockKey> ks = ToKeys(keys);
+    if (ptrs.size() != ks.size() || sizes.size() != ks.size())
+      throw py::value_error("keys, ptrs and sizes differ in length");
+    std::vector<GetOp> ops(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      ops[i].key = ks[i];
+      ops[i].buffer = {reinterpret_cast<std::byte*>(ptrs[i]), sizes[i]};
+    }
+    {
+      py::gil_scoped_release nogil;
+      (void)t.GetBatch(ops);
+    }
+    std::vector<int64_t> out(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i)
+      out[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
+    return out;
+  }
+
+  static std::vector<std::string> BatchPutPtrs(T& t, const py::iterable& keys,
+                                               const std::vector<uintptr_t>& ptrs,
+                                               const std::vector<uint64_t>& sizes,
+                                               const py::object& parents) {
+    std::vector<BlockKey> ks = ToKeys(keys);
+    if (ptrs.size() != ks.size() || sizes.size() != ks.size())
+      throw py::value_error("keys, ptrs and sizes differ in length");
+    std::vector<BlockKey> ps;
+    if (!parents.is_none()) {
+      for (const py::handle& h : parents) ps.push_back(h.is_none() ? BlockKey{} : ToKey(h));
+      if (ps.size() != ks.size()) throw py::value_error("keys and parents differ in length");
+    }
+    std::vector<PutOp> ops(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i)
+      ops[i] = PutOp{ks[i],
+                     {reinterpret_cast<const std::byte*>(ptrs[i]), sizes[i]},
+                     ps.empty() ? BlockKey{} : ps[i],
+                     {}};
+    {
+      py::gil_scoped_release nogil;
+      t.PutOps(ops, false);
+    }
+    std::vector<std::string> out;
+    for (auto& op : ops) out.push_back(CodeString(op.status));
+    return out;
+  }
+
   static std::vector<bool> BatchExists(T& t, const py::iterable& keys) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<KeyOp> ops(ks.size());
@@ -182,6 +233,13 @@ void BindOps(C& cls) {
            py::arg("overwrite") = false, py::arg("parents") = py::none(),
            "Stores each value (parents: each block's parent in its chain, for prefix-aware "
            "eviction; None for none); returns a status name per item.")
+      .def("batch_get_ptrs", &Ops<T>::BatchGetPtrs, py::arg("keys"), py::arg("ptrs"),
+           py::arg("sizes"),
+           "batch_get into raw addresses (ints, e.g. tensor.data_ptr()); the caller keeps the "
+           "memory valid during the call. Returns sizes, -1 for a miss.")
+      .def("batch_put_ptrs", &Ops<T>::BatchPutPtrs, py::arg("keys"), py::arg("ptrs"),
+           py::arg("sizes"), py::arg("parents") = py::none(),
+           "Insert-only batch_put from raw addresses; a status name per item.")
       .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"))
       .def("exists", [](T& t, const py::handle& key) {
         return bool(Ops<T>::BatchExists(t, py::make_tuple(key))[0]);
