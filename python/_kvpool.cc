@@ -126,8 +126,7 @@ struct Ops {
       (void)t.GetBatch(ops);
     }
     std::vector<int64_t> out(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i)
-      out[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
+    for (size_t i = 0; i < ops.size(); ++i) out[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
     return out;
   }
 
@@ -394,4 +393,5 @@ PYBIND11_MODULE(_kvpool, m) {
   BindOps<PoolFace>(pool);
 
   BindKeys(m);
+  BindLmcache(m);
 }

@@ -3,6 +3,8 @@
 Key            a 128-bit block key; chain_keys() / namespace_root() derive them (docs/KEYS.md)
 Namespace      schema v2 namespace (tenant, model, layout, dtype, TP/PP shard, salt)
 engines        vLLM / LMCache / SGLang / Dynamo block hashes from token ids
+sglang         SGLang HiCache storage backend (kvpool.sglang.KvpoolHiCacheStorage)
+lmcache        LMCache native_plugin L2 connector (kvpool.lmcache.Connector)
 Store          the embedded tiered store (DRAM + optional flash file)
 Client         a connection to one kvpoold ("host:port" or "unix:/path")
 Pool           many kvpoold nodes as one store (static members or etcd)
