@@ -526,3 +526,70 @@ TEST(PoolOptionsTest, BadOptionsAreClearErrors) {
 
 }  // namespace
 }  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+// Every batch call honours its deadline: a server that stops answering costs the caller the
+// deadline, not request_timeout_ms; items say kTimeout; the next call reconnects and works.
+TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
+  std::string dir = TempDir("deadline");
+  Daemon d(dir);
+  ASSERT_TRUE(d.Start({"--reactors", "1"})) << d.output();
+  ClientOptions o;
+  o.address = d.tcp_address();
+  o.request_timeout_ms = 5000;
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok());
+  std::vector<BlockKey> keys;
+  std::vector<std::vector<std::byte>> vals;
+  for (uint64_t i = 1; i <= 8; ++i) {
+    keys.push_back(BlockKey{i, i});
+    vals.push_back(Value(keys.back(), 64 << 10));
+    ASSERT_TRUE((*c)->Put(keys.back(), vals.back()).ok());
+  }
+  std::vector<std::vector<std::byte>> bufs(8, std::vector<std::byte>(64 << 10));
+  std::vector<GetOp> gets(8);
+  for (size_t i = 0; i < 8; ++i) gets[i].key = keys[i], gets[i].buffer = bufs[i];
+
+  // A deadline already passed: no I/O, every item kTimeout.
+  EXPECT_EQ((*c)->GetBatch(gets, Deadline{1}).code(), Code::kTimeout);
+  for (auto& g : gets) EXPECT_EQ(g.status.code(), Code::kTimeout);
+  // A generous one: served.
+  ASSERT_TRUE((*c)->GetBatch(gets, Deadline::After(2s)).ok());
+  for (auto& g : gets) EXPECT_TRUE(g.status.ok());
+
+  ::kill(d.pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d.pid()); }, 3000ms));
+  auto t0 = Clock::now();
+  Status s = (*c)->GetBatch(gets, Deadline::After(80ms));
+  auto took = Clock::now() - t0;
+  std::vector<KeyOp> ex(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) ex[i].key = keys[i];
+  auto t1 = Clock::now();
+  Status se = (*c)->ExistsBatch(ex, Deadline::After(50ms));
+  auto took_exists = Clock::now() - t1;
+  auto m = (*c)->MatchPrefix(keys, Deadline::After(50ms));
+  ::kill(d.pid(), SIGCONT);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_GE(took, 75ms);
+  EXPECT_LT(took, 1000ms);  // the deadline, not the 5 s request timeout
+  for (auto& g : gets) EXPECT_EQ(g.status.code(), Code::kTimeout);
+  EXPECT_EQ(se.code(), Code::kTimeout);
+  EXPECT_LT(took_exists, 1000ms);
+  for (auto& e : ex) EXPECT_EQ(e.status.code(), Code::kTimeout);
+  EXPECT_EQ(m.status().code(), Code::kTimeout);
+
+  // Resumed: the next call (new connection) gets the right data, and no stale answer.
+  for (auto& b : bufs) std::fill(b.begin(), b.end(), std::byte{0});
+  ASSERT_TRUE((*c)->GetBatch(gets, Deadline::After(3s)).ok());
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(gets[i].status.ok());
+    EXPECT_EQ(bufs[i], vals[i]);
+  }
+  EXPECT_EQ(d.Stop(), 0);
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+}  // namespace
+}  // namespace kvpool

@@ -14,6 +14,7 @@
 #ifndef KVPOOL_CLIENT_H_
 #define KVPOOL_CLIENT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -41,6 +42,18 @@ struct ClientOptions {
   unsigned busy_poll_us = 0;
 };
 
+// An absolute limit on a batch call, on the monotonic clock. Deadline{} is none (then only
+// request_timeout_ms bounds each send and receive). Items that are not answered when it
+// passes get kTimeout, the call returns kTimeout at the deadline (never later, give or take
+// a scheduler tick), and the connection is reset so late answers cannot be mistaken for
+// the next call's.
+struct Deadline {
+  uint64_t steady_ns = 0;  // CLOCK_MONOTONIC nanoseconds; 0: none
+  static Deadline After(std::chrono::nanoseconds d);
+  bool none() const { return steady_ns == 0; }
+  bool passed() const;
+};
+
 struct ClientStats {
   uint64_t requests = 0, connects = 0, connect_failures = 0, io_failures = 0;
   uint64_t crc_failures = 0;  // gets whose value did not match its CRC (answered as misses)
@@ -61,12 +74,14 @@ class Client {
 
   // Batches: one round trip per max_batch items (the server's limit, split here); each op
   // gets its own status. The returned Status is the transport's (OK if the server answered).
-  Status PutBatch(std::span<PutOp> ops, bool overwrite = false);
-  Status GetBatch(std::span<GetOp> ops);
-  Status ExistsBatch(std::span<KeyOp> ops);
-  Status EraseBatch(std::span<KeyOp> ops);
+  // Per-item codes: kNotFound (miss), kExists (insert-only put of a held key), kTooLarge,
+  // kRefused, kTimeout (the deadline passed first), kUnavailable (server unreachable).
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {});
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
   // Leading keys of `chain` the server holds, in one round trip (a probe).
-  Result<size_t> MatchPrefix(std::span<const BlockKey> chain);
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
   Result<std::string> ServerStats();
   Status Ping();
 
@@ -78,7 +93,7 @@ class Client {
   Result<Ticket> SubmitPut(std::span<PutOp> ops, bool overwrite = false);
   Result<Ticket> SubmitExists(std::span<KeyOp> ops);
   Result<Ticket> SubmitErase(std::span<KeyOp> ops);
-  Status Wait(Ticket ticket);
+  Status Wait(Ticket ticket, Deadline deadline = {});
 
   // The shared region (empty unless the same-host path is on and connected).
   std::span<std::byte> shared_memory();

@@ -74,11 +74,13 @@ class PoolClient {
   Status Erase(const BlockKey& key);
 
   // Per-item statuses as described above; the returned Status is kUnavailable only when
-  // the pool has no members at all.
-  Status PutBatch(std::span<PutOp> ops, bool overwrite = false);
-  Status GetBatch(std::span<GetOp> ops);
-  Status ExistsBatch(std::span<KeyOp> ops);
-  Status EraseBatch(std::span<KeyOp> ops);
+  // the pool has no members at all. With a deadline, items of nodes that have not answered
+  // when it passes get kTimeout (and the node is not counted as failing: the deadline was
+  // the caller's).
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {});
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
 
   // The member id that owns `key` now (empty if there are no live members).
   std::string OwnerOf(const BlockKey& key);

@@ -57,6 +57,10 @@ class Client::Impl {
     if (now < retry_after_ns_) return Status::Unavailable(last_connect_error_);
     ++stats_.connects;
     Status s = Handshake();
+    if (!s.ok() && s.code() == Code::kTimeout && deadline_ns_ != 0 && NowNanos() >= deadline_ns_) {
+      fd_.reset();  // the caller's deadline, not a dead server: retry on the next call
+      return s;
+    }
     if (!s.ok()) {
       fd_.reset();
       ++stats_.connect_failures;
@@ -69,7 +73,14 @@ class Client::Impl {
   }
 
   Status Handshake() {
-    auto fd = net::Connect(address_, o_.connect_timeout_ms);
+    int connect_ms = o_.connect_timeout_ms;
+    if (deadline_ns_ != 0) {
+      uint64_t now = NowNanos();
+      if (now >= deadline_ns_) return Status::Timeout("deadline passed before connecting");
+      connect_ms = static_cast<int>(
+          std::min<uint64_t>(connect_ms, (deadline_ns_ - now + 999'999) / 1'000'000));
+    }
+    auto fd = net::Connect(address_, connect_ms);
     if (!fd.ok()) return fd.status();
     fd_ = std::move(fd).value();
     timeval tv{o_.request_timeout_ms / 1000, (o_.request_timeout_ms % 1000) * 1000};
@@ -117,9 +128,12 @@ class Client::Impl {
       msghdr msg{};
       msg.msg_iov = iov.data() + i;
       msg.msg_iovlen = std::min<size_t>(iov.size() - i, 512);
-      ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+      if (deadline_ns_ != 0) {
+        if (Status s = WaitReady(POLLOUT); !s.ok()) return s;
+      }
+      ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | (deadline_ns_ ? MSG_DONTWAIT : 0));
       if (n < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR || (errno == EAGAIN && deadline_ns_ != 0)) continue;
         return errno == EAGAIN ? Status::Timeout("send timed out")
                                : Status::Unavailable(std::string("send: ") + std::strerror(errno));
       }
@@ -147,6 +161,17 @@ class Client::Impl {
         }
       }
     }
+    while (n > 0 && deadline_ns_ != 0) {  // a call deadline: wait with poll, never past it
+      if (Status s = WaitReady(POLLIN); !s.ok()) return s;
+      ssize_t got = ::recv(fd_.get(), p, n, MSG_DONTWAIT);
+      if (got < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return Status::Unavailable(std::string("recv: ") + std::strerror(errno));
+      }
+      if (got == 0) return Status::Unavailable("server closed the connection");
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
     while (n > 0) {
       ssize_t got = ::recv(fd_.get(), p, n, MSG_WAITALL);
       if (got < 0) {
@@ -157,6 +182,23 @@ class Client::Impl {
       if (got == 0) return Status::Unavailable("server closed the connection");
       p += got;
       n -= static_cast<size_t>(got);
+    }
+    return Status::Ok();
+  }
+
+  // Waits until the socket is ready for `events`, up to the call's deadline (and at most
+  // request_timeout_ms, as without a deadline).
+  Status WaitReady(short events) {
+    uint64_t now = NowNanos();
+    if (now >= deadline_ns_) return Status::Timeout("deadline passed");
+    uint64_t left_ms = (deadline_ns_ - now + 999'999) / 1'000'000;
+    int ms = static_cast<int>(std::min<uint64_t>(left_ms, o_.request_timeout_ms));
+    pollfd pfd{fd_.get(), events, 0};
+    int r = ::poll(&pfd, 1, ms);
+    if (r < 0 && errno != EINTR) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+    if (r == 0) {
+      return NowNanos() >= deadline_ns_ ? Status::Timeout("deadline passed")
+                                        : Status::Timeout("no answer within request_timeout_ms");
     }
     return Status::Ok();
   }
@@ -483,6 +525,16 @@ class Client::Impl {
     return text;
   }
 
+  // The running call's deadline (CLOCK_MONOTONIC ns), 0 for none. Set by the public
+  // calls for their duration (a Client is used by one thread at a time).
+  uint64_t deadline_ns_ = 0;
+
+  struct DeadlineScope {
+    Impl* impl;
+    DeadlineScope(Impl* i, Deadline d) : impl(i) { impl->deadline_ns_ = d.steady_ns; }
+    ~DeadlineScope() { impl->deadline_ns_ = 0; }
+  };
+
   const ClientOptions o_;
   const net::Address address_;
   net::Fd fd_, memfd_;
@@ -538,27 +590,51 @@ Status Client::Erase(const BlockKey& key) {
   return op.status;
 }
 
-Status Client::PutBatch(std::span<PutOp> ops, bool overwrite) {
+Deadline Deadline::After(std::chrono::nanoseconds d) {
+  return Deadline{NowNanos() + static_cast<uint64_t>(std::max<int64_t>(d.count(), 1))};
+}
+bool Deadline::passed() const { return steady_ns != 0 && NowNanos() >= steady_ns; }
+
+namespace {
+template <class OpT>
+Status Expired(std::span<OpT> ops) {
+  Status s = Status::Timeout("deadline passed before the call");
+  for (OpT& op : ops) op.status = s;
+  return s;
+}
+}  // namespace
+
+Status Client::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
+  Impl::DeadlineScope scope(impl_.get(), deadline);
   auto t = impl_->SubmitPut(ops, overwrite);
   return t.ok() ? impl_->Wait(*t) : t.status();
 }
 
-Status Client::GetBatch(std::span<GetOp> ops) {
+Status Client::GetBatch(std::span<GetOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
+  Impl::DeadlineScope scope(impl_.get(), deadline);
   auto t = impl_->SubmitGet(ops);
   return t.ok() ? impl_->Wait(*t) : t.status();
 }
 
-Status Client::ExistsBatch(std::span<KeyOp> ops) {
+Status Client::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
+  Impl::DeadlineScope scope(impl_.get(), deadline);
   auto t = impl_->SubmitKeys(Op::kExists, ops);
   return t.ok() ? impl_->Wait(*t) : t.status();
 }
 
-Status Client::EraseBatch(std::span<KeyOp> ops) {
+Status Client::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
+  Impl::DeadlineScope scope(impl_.get(), deadline);
   auto t = impl_->SubmitKeys(Op::kErase, ops);
   return t.ok() ? impl_->Wait(*t) : t.status();
 }
 
-Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain) {
+Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+  if (deadline.passed()) return Status::Timeout("deadline passed before the call");
+  Impl::DeadlineScope scope(impl_.get(), deadline);
   return impl_->MatchPrefix(chain);
 }
 
@@ -580,7 +656,10 @@ Result<Client::Ticket> Client::SubmitExists(std::span<KeyOp> ops) {
 Result<Client::Ticket> Client::SubmitErase(std::span<KeyOp> ops) {
   return impl_->SubmitKeys(Op::kErase, ops);
 }
-Status Client::Wait(Ticket ticket) { return impl_->Wait(ticket); }
+Status Client::Wait(Ticket ticket, Deadline deadline) {
+  Impl::DeadlineScope scope(impl_.get(), deadline);
+  return impl_->Wait(ticket);
+}
 
 std::span<std::byte> Client::shared_memory() {
   return impl_->shm_ ? std::span<std::byte>(impl_->shm_, impl_->o_.shared_memory_bytes)

@@ -150,7 +150,7 @@ class PoolClient::Impl {
   // Splits ops by owner, submits every part, then waits for each: nodes work in parallel.
   // A node that fails leaves its ops with `down` (kNotFound for reads).
   template <class OpT, class Submit>
-  Status Dispatch(std::span<OpT> ops, Submit submit, Code down) {
+  Status Dispatch(std::span<OpT> ops, Submit submit, Code down, Deadline deadline) {
     Refresh();
     if (live_.empty()) {
       for (OpT& op : ops) op.status = Status(down, "no pool members");
@@ -170,16 +170,21 @@ class PoolClient::Impl {
     }
     for (size_t n = 0; n < nn; ++n) {
       if (parts[n].empty()) continue;
-      Status s = tickets[n].ok() ? live_[n]->client->Wait(*tickets[n]) : tickets[n].status();
+      Status s = tickets[n].ok() ? live_[n]->client->Wait(*tickets[n], deadline)
+                                 : tickets[n].status();
+      bool caller_deadline = s.code() == Code::kTimeout && deadline.passed();
       if (s.ok()) {
         Success(live_[n]);
-      } else {
+      } else if (!caller_deadline) {
         Failure(live_[n]);
       }
       for (size_t k = 0; k < parts[n].size(); ++k) {
         OpT& dst = ops[where[n][k]];
         dst = parts[n][k];
-        if (!s.ok()) dst.status = Status(down, "node " + live_[n]->member.id + ": " + s.ToString());
+        if (!s.ok()) {
+          dst.status = Status(caller_deadline ? Code::kTimeout : down,
+                              "node " + live_[n]->member.id + ": " + s.ToString());
+        }
       }
     }
     return Status::Ok();
@@ -254,30 +259,32 @@ Result<std::unique_ptr<PoolClient>> PoolClient::Create(const PoolOptions& option
 PoolClient::PoolClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PoolClient::~PoolClient() = default;
 
-Status PoolClient::PutBatch(std::span<PutOp> ops, bool overwrite) {
+Status PoolClient::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
   return impl_->Dispatch(
       ops, [overwrite](Client& c, std::span<PutOp> part) { return c.SubmitPut(part, overwrite); },
-      Code::kUnavailable);
+      Code::kUnavailable, deadline);
 }
 
-Status PoolClient::GetBatch(std::span<GetOp> ops) {
+Status PoolClient::GetBatch(std::span<GetOp> ops, Deadline deadline) {
   Status s = impl_->Dispatch(
-      ops, [](Client& c, std::span<GetOp> part) { return c.SubmitGet(part); }, Code::kNotFound);
+      ops, [](Client& c, std::span<GetOp> part) { return c.SubmitGet(part); }, Code::kNotFound,
+      deadline);
   for (GetOp& op : ops) {
     if (op.status.code() == Code::kNotFound) op.size = 0;
   }
   return s;
 }
 
-Status PoolClient::ExistsBatch(std::span<KeyOp> ops) {
+Status PoolClient::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
   return impl_->Dispatch(
-      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitExists(part); }, Code::kNotFound);
+      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitExists(part); }, Code::kNotFound,
+      deadline);
 }
 
-Status PoolClient::EraseBatch(std::span<KeyOp> ops) {
+Status PoolClient::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
   return impl_->Dispatch(
       ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); },
-      Code::kUnavailable);
+      Code::kUnavailable, deadline);
 }
 
 Status PoolClient::Put(const BlockKey& key, std::span<const std::byte> value,
