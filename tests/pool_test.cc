@@ -19,6 +19,7 @@
 #include "cluster/registrar.h"
 #include "daemon.h"
 #include "etcd.h"
+#include "kvpool/near_cache.h"
 
 namespace kvpool {
 namespace {
@@ -587,6 +588,99 @@ TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
     ASSERT_TRUE(gets[i].status.ok());
     EXPECT_EQ(bufs[i], vals[i]);
   }
+  EXPECT_EQ(d.Stop(), 0);
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+}  // namespace
+}  // namespace kvpool
+
+namespace kvpool {
+namespace {
+
+// The near cache against a real kvpoold: a prestaged chain is local; a miss ends the
+// prestage at the chain's gap; a stopped server costs the prestage its deadline, never the
+// caller's thread.
+TEST(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
+  std::string dir = TempDir("near");
+  Daemon d(dir);
+  ASSERT_TRUE(d.Start({"--dram", "128MiB"})) << d.output();
+  ClientOptions co;
+  co.address = d.tcp_address();
+  auto writer = Client::Create(co);
+  ASSERT_TRUE(writer.ok());
+  std::vector<uint32_t> tokens(128 * 16);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 7 + 3);
+  std::vector<BlockKey> chain = ChainKeys(NamespaceRoot("near"), tokens, 16);
+  ASSERT_EQ(chain.size(), 128u);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    ASSERT_TRUE(
+        (*writer)
+            ->Put(chain[i], Value(chain[i], 64 << 10), PutOptions{i ? chain[i - 1] : BlockKey{}})
+            .ok());
+  }
+  NearCacheOptions no;
+  no.store.dram_bytes = 64 * kMiB;
+  auto make = [&] {
+    auto c = Client::Create(co);
+    EXPECT_TRUE(c.ok());
+    auto nc = NearCache::Create(no, std::move(c).value());
+    EXPECT_TRUE(nc.ok()) << nc.status().ToString();
+    return std::move(nc).value();
+  };
+
+  auto nc = make();
+  auto t = nc->Prestage(chain, Deadline::After(10s));
+  EXPECT_EQ(nc->WaitPrestaged(t, Deadline::After(10s)), 128u);
+  EXPECT_EQ(nc->LocalPrefix(chain), 128u);
+  EXPECT_EQ(nc->stats().prestaged, 128u);
+  std::vector<std::vector<std::byte>> bufs(128, std::vector<std::byte>(64 << 10));
+  std::vector<GetOp> gets(128);
+  for (size_t i = 0; i < 128; ++i) gets[i].key = chain[i], gets[i].buffer = bufs[i];
+  ASSERT_TRUE(nc->GetBatch(gets).ok());
+  for (size_t i = 0; i < 128; ++i) {
+    ASSERT_TRUE(gets[i].status.ok());
+    ASSERT_EQ(bufs[i], Value(chain[i], 64 << 10));
+  }
+  EXPECT_EQ(nc->stats().local_hits, 128u);  // all local copies, no pool round trip
+  EXPECT_EQ(nc->stats().pool_hits, 0u);
+
+  // A gap in the pool's chain ends the prestage there: later blocks are useless without it.
+  ASSERT_TRUE((*writer)->Erase(chain[50]).ok());
+  auto nc2 = make();
+  t = nc2->Prestage(chain, Deadline::After(10s));
+  EXPECT_EQ(nc2->WaitPrestaged(t, Deadline::After(10s)), 50u);
+  EXPECT_EQ(nc2->stats().prestage_stopped_at_miss, 1u);
+  // Get: local hits, then the pool for the rest (kept locally), a miss for the gap.
+  ASSERT_TRUE(nc2->GetBatch(std::span<GetOp>(gets).first(60)).ok());
+  EXPECT_EQ(gets[49].status.code(), Code::kOk);
+  EXPECT_EQ(gets[50].status.code(), Code::kNotFound);
+  EXPECT_EQ(gets[51].status.code(), Code::kOk);
+  EXPECT_EQ(bufs[55], Value(chain[55], 64 << 10));
+  EXPECT_EQ(nc2->stats().local_hits, 50u);
+  EXPECT_EQ(nc2->stats().pool_hits, 9u);
+  EXPECT_TRUE(nc2->local().Exists(chain[55]));
+
+  // A server that stops answering: Prestage returns at once, the prestage ends at its
+  // deadline with what it had.
+  auto nc3 = make();
+  ::kill(d.pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d.pid()); }, 3000ms));
+  auto t0 = Clock::now();
+  t = nc3->Prestage(chain, Deadline::After(150ms));
+  EXPECT_LT(Clock::now() - t0, 50ms);
+  size_t got = nc3->WaitPrestaged(t, Deadline::After(3s));
+  auto took = Clock::now() - t0;
+  ::kill(d.pid(), SIGCONT);
+  EXPECT_EQ(got, 0u);
+  EXPECT_GE(took, 140ms);
+  EXPECT_LT(took, 1500ms);
+  EXPECT_EQ(nc3->stats().prestage_stopped_at_deadline, 1u);
+  // WaitPrestaged itself never waits past its own deadline.
+  auto t4 = nc3->Prestage(chain, Deadline::After(10s));
+  size_t early = nc3->WaitPrestaged(t4, Deadline::After(1ms));
+  EXPECT_LE(early, 128u);
+  EXPECT_EQ(nc3->WaitPrestaged(t4, Deadline::After(10s)), 49u + 1u);  // up to the gap again
   EXPECT_EQ(d.Stop(), 0);
   std::system(("rm -rf '" + dir + "'").c_str());
 }

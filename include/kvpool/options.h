@@ -31,6 +31,9 @@ struct StoreOptions {
   bool huge_pages = true;
   // Touch every arena page at open so the first puts do not pay page faults.
   bool prefault = false;
+  // mlock the arena: pinned host memory (never swapped; what GPU DMA registration such as
+  // cudaHostRegister wants). Open fails with a clear message if RLIMIT_MEMLOCK is too low.
+  bool lock_memory = false;
 
   // Flash tier (G3). Empty path: DRAM only. A regular file is created if missing and
   // preallocated to flash_bytes; a block device is used whole (flash_bytes 0) or in part.

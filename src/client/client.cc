@@ -195,7 +195,8 @@ class Client::Impl {
     int ms = static_cast<int>(std::min<uint64_t>(left_ms, o_.request_timeout_ms));
     pollfd pfd{fd_.get(), events, 0};
     int r = ::poll(&pfd, 1, ms);
-    if (r < 0 && errno != EINTR) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+    if (r < 0 && errno != EINTR)
+      return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
     if (r == 0) {
       return NowNanos() >= deadline_ns_ ? Status::Timeout("deadline passed")
                                         : Status::Timeout("no answer within request_timeout_ms");

@@ -170,8 +170,8 @@ class PoolClient::Impl {
     }
     for (size_t n = 0; n < nn; ++n) {
       if (parts[n].empty()) continue;
-      Status s = tickets[n].ok() ? live_[n]->client->Wait(*tickets[n], deadline)
-                                 : tickets[n].status();
+      Status s =
+          tickets[n].ok() ? live_[n]->client->Wait(*tickets[n], deadline) : tickets[n].status();
       bool caller_deadline = s.code() == Code::kTimeout && deadline.passed();
       if (s.ok()) {
         Success(live_[n]);
@@ -283,8 +283,8 @@ Status PoolClient::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
 
 Status PoolClient::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
   return impl_->Dispatch(
-      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); },
-      Code::kUnavailable, deadline);
+      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); }, Code::kUnavailable,
+      deadline);
 }
 
 Status PoolClient::Put(const BlockKey& key, std::span<const std::byte> value,

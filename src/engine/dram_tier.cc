@@ -6,7 +6,8 @@
 namespace kvpool::engine {
 
 Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) {
-  auto arena = mem::Arena::Create(options.dram_bytes, options.huge_pages, options.prefault);
+  auto arena = mem::Arena::Create(options.dram_bytes, options.huge_pages, options.prefault,
+                                  options.lock_memory);
   if (!arena.ok()) return arena.status();
   uint64_t pages = options.dram_bytes / 4096;
   if (pages == 0 || pages >= (1ull << 31)) return Status::InvalidArgument("bad dram_bytes");

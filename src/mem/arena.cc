@@ -8,7 +8,8 @@
 
 namespace kvpool::mem {
 
-Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool huge_pages, bool prefault) {
+Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool huge_pages, bool prefault,
+                                             bool lock) {
   constexpr uint64_t kHuge = 2ull << 20;
   if (bytes == 0) return Status::InvalidArgument("arena size is zero");
   uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
@@ -33,6 +34,12 @@ Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool huge_pages, bo
     // mmap time would fault in 4 KiB pages, 512 times the faults). One write per 4 KiB.
     auto* b = static_cast<volatile std::byte*>(p);
     for (uint64_t off = 0; off < size; off += 4096) b[off] = std::byte{0};
+  }
+  if (lock && mlock(p, size) != 0) {  // pinned: never swapped out, safe for DMA registration
+    int e = errno;
+    munmap(p, size);
+    return Status::NoSpace("mlock of " + std::to_string(size) + " bytes: " + std::strerror(e) +
+                           " (raise RLIMIT_MEMLOCK, e.g. ulimit -l, or turn pinning off)");
   }
   return std::unique_ptr<Arena>(new Arena(static_cast<std::byte*>(p), size, kind));
 }

@@ -13,7 +13,9 @@ namespace kvpool::mem {
 
 class Arena {
  public:
-  static Result<std::unique_ptr<Arena>> Create(uint64_t bytes, bool huge_pages, bool prefault);
+  // lock: mlock the whole arena (pinned host memory); fails if RLIMIT_MEMLOCK forbids it.
+  static Result<std::unique_ptr<Arena>> Create(uint64_t bytes, bool huge_pages, bool prefault,
+                                               bool lock = false);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

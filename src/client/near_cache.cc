@@ -1,0 +1,266 @@
+#include "kvpool/near_cache.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace kvpool {
+
+class NearCache::Impl {
+ public:
+  using Fetch = std::function<Status(std::span<GetOp>, Deadline)>;
+
+  Impl(const NearCacheOptions& o, std::unique_ptr<Store> local, Fetch fetch,
+       std::shared_ptr<void> owner)
+      : o_(o), local_(std::move(local)), fetch_(std::move(fetch)), owner_(std::move(owner)) {
+    worker_ = std::thread([this] { Work(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  struct Job {
+    std::vector<BlockKey> chain;
+    Deadline deadline;
+    size_t local = 0;  // leading blocks local so far
+    bool done = false;
+  };
+
+  Ticket Prestage(std::span<const BlockKey> chain, Deadline deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Ticket t = next_++;
+    auto& j = jobs_[t];
+    j.chain.assign(chain.begin(), chain.end());
+    j.deadline = deadline;
+    queue_.push_back(t);
+    cv_.notify_all();
+    return t;
+  }
+
+  size_t WaitPrestaged(Ticket t, Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto done = [&] {
+      auto it = jobs_.find(t);
+      return it == jobs_.end() || it->second.done;
+    };
+    if (deadline.none()) {
+      cv_.wait(lock, done);
+    } else {
+      uint64_t now = NowNanos();
+      if (deadline.steady_ns > now)
+        cv_.wait_for(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
+    }
+    auto it = jobs_.find(t);
+    if (it == jobs_.end()) return 0;
+    size_t n = it->second.local;
+    if (it->second.done) jobs_.erase(it);  // a finished ticket is reported once
+    return n;
+  }
+
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline) {
+    local_->GetBatch(ops);
+    std::vector<GetOp> remote;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].status.ok()) {
+        Count(&NearCacheStats::local_hits);
+      } else if (ops[i].status.IsNotFound()) {
+        remote.push_back(ops[i]);
+        where.push_back(i);
+      }
+    }
+    if (remote.empty()) return Status::Ok();
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      s = fetch_(remote, deadline);
+    }
+    for (size_t k = 0; k < remote.size(); ++k) {
+      GetOp& op = ops[where[k]];
+      op = remote[k];
+      if (op.status.ok()) {
+        Count(&NearCacheStats::pool_hits);
+        if (o_.keep_fetched) (void)local_->Put(op.key, op.buffer.first(op.size));
+      } else {
+        Count(&NearCacheStats::misses);
+      }
+    }
+    return s;
+  }
+
+  void Count(uint64_t NearCacheStats::*field, uint64_t n = 1) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.*field += n;
+  }
+
+  const NearCacheOptions o_;
+  std::unique_ptr<Store> local_;
+  Fetch fetch_;
+  std::shared_ptr<void> owner_;  // keeps the connection alive
+  mutable std::mutex stats_mu_;
+  NearCacheStats stats_;
+
+ private:
+  // Fetches one job's chain in order, a batch at a time; stops at a miss or the deadline.
+  void Run(Ticket t, Job snapshot) {
+    std::vector<std::vector<std::byte>> bufs(o_.batch, std::vector<std::byte>(o_.max_block_bytes));
+    size_t i = 0;
+    const std::vector<BlockKey>& chain = snapshot.chain;
+    // Blocks already local (an earlier prestage, a kept fetch) need no transfer.
+    i = local_->MatchPrefix(chain);
+    Publish(t, i, false);
+    while (i < chain.size()) {
+      if (snapshot.deadline.passed()) {
+        Count(&NearCacheStats::prestage_stopped_at_deadline);
+        break;
+      }
+      size_t n = std::min<size_t>(o_.batch, chain.size() - i);
+      std::vector<GetOp> ops(n);
+      for (size_t k = 0; k < n; ++k) ops[k].key = chain[i + k], ops[k].buffer = bufs[k];
+      {
+        std::lock_guard<std::mutex> lock(io_mu_);
+        (void)fetch_(ops, snapshot.deadline);
+        for (GetOp& op : ops) {  // a block larger than the transfer buffer: alone, sized
+          if (op.status.code() != Code::kBufferTooSmall) continue;
+          std::vector<std::byte> big(op.size);
+          op.buffer = big;
+          (void)fetch_(std::span<GetOp>(&op, 1), snapshot.deadline);
+          if (op.status.ok())
+            (void)local_->Put(op.key, op.buffer.first(op.size),
+                              {ParentOf(chain, &op - ops.data() + i)});
+          op.status = op.status.ok() ? Status::Exists() : op.status;  // already stored
+        }
+      }
+      size_t got = 0;
+      for (; got < n; ++got) {
+        GetOp& op = ops[got];
+        if (op.status.code() == Code::kExists) continue;  // stored above
+        if (!op.status.ok()) break;
+        Status ps = local_->Put(op.key, op.buffer.first(op.size), {ParentOf(chain, i + got)});
+        if (!ps.ok() && ps.code() != Code::kExists) break;
+      }
+      Count(&NearCacheStats::prestaged, got);
+      i += got;
+      Publish(t, i, false);
+      if (got < n) {
+        Count(ops[got].status.code() == Code::kTimeout
+                  ? &NearCacheStats::prestage_stopped_at_deadline
+                  : &NearCacheStats::prestage_stopped_at_miss);
+        break;
+      }
+    }
+    Publish(t, i, true);
+  }
+
+  static BlockKey ParentOf(const std::vector<BlockKey>& chain, size_t i) {
+    return i == 0 ? BlockKey{} : chain[i - 1];
+  }
+
+  void Publish(Ticket t, size_t local, bool done) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(t);
+    if (it != jobs_.end()) {
+      it->second.local = local;
+      it->second.done = done;
+    }
+    if (done) cv_.notify_all();
+  }
+
+  void Work() {
+    for (;;) {
+      Ticket t;
+      Job snapshot;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) {
+          for (auto& [id, j] : jobs_) j.done = true;
+          cv_.notify_all();
+          return;
+        }
+        t = queue_.front();
+        queue_.pop_front();
+        snapshot = jobs_[t];
+      }
+      Run(t, std::move(snapshot));
+    }
+  }
+
+  std::mutex io_mu_;  // the connection: one request at a time
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;           // GUARDED_BY(mu_)
+  Ticket next_ = 1;             // GUARDED_BY(mu_)
+  std::map<Ticket, Job> jobs_;  // GUARDED_BY(mu_)
+  std::deque<Ticket> queue_;    // GUARDED_BY(mu_)
+  std::thread worker_;
+};
+
+namespace {
+
+template <class Conn>
+Result<std::unique_ptr<NearCache::Impl>> MakeImpl(const NearCacheOptions& o,
+                                                  std::unique_ptr<Conn> conn) {
+  if (!conn) return Status::InvalidArgument("near cache: no pool connection");
+  if (o.batch == 0 || o.max_block_bytes == 0)
+    return Status::InvalidArgument("near cache: batch and max_block_bytes must be > 0");
+  StoreOptions so = o.store;
+  so.max_value_bytes = std::min<uint64_t>(so.max_value_bytes, so.dram_bytes / 2);
+  auto local = Store::Open(so);
+  if (!local.ok()) return local.status();
+  std::shared_ptr<Conn> shared(std::move(conn));
+  Conn* raw = shared.get();
+  auto fetch = [raw](std::span<GetOp> ops, Deadline d) { return raw->GetBatch(ops, d); };
+  return std::make_unique<NearCache::Impl>(o, std::move(local).value(), fetch, shared);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
+                                                     std::unique_ptr<Client> pool) {
+  auto impl = MakeImpl(o, std::move(pool));
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<NearCache>(new NearCache(std::move(impl).value()));
+}
+
+Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
+                                                     std::unique_ptr<PoolClient> pool) {
+  auto impl = MakeImpl(o, std::move(pool));
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<NearCache>(new NearCache(std::move(impl).value()));
+}
+
+NearCache::NearCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NearCache::~NearCache() = default;
+
+NearCache::Ticket NearCache::Prestage(std::span<const BlockKey> chain, Deadline deadline) {
+  return impl_->Prestage(chain, deadline);
+}
+size_t NearCache::WaitPrestaged(Ticket ticket, Deadline deadline) {
+  return impl_->WaitPrestaged(ticket, deadline);
+}
+Status NearCache::GetBatch(std::span<GetOp> ops, Deadline deadline) {
+  return impl_->GetBatch(ops, deadline);
+}
+size_t NearCache::LocalPrefix(std::span<const BlockKey> chain) {
+  return impl_->local_->MatchPrefix(chain);
+}
+Store& NearCache::local() { return *impl_->local_; }
+NearCacheStats NearCache::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu_);
+  return impl_->stats_;
+}
+
+}  // namespace kvpool
