@@ -10,12 +10,17 @@
 
 #include "binding.h"
 #include "kvpool/client.h"
+#include "kvpool/near_cache.h"
 #include "kvpool/pool.h"
 #include "kvpool/store.h"
 
 using namespace kvpool_py;
 
 namespace {
+
+Deadline FromTimeout(int timeout_ms) {
+  return timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
+}
 
 // The shared batch logic for Store, Client and PoolClient.
 template <class T>
@@ -56,7 +61,8 @@ struct Ops {
   }
 
   // Returns the size of each value read, or -1 for a miss (or a buffer too small).
-  static std::vector<int64_t> BatchGet(T& t, const py::iterable& keys, const py::iterable& outs) {
+  static std::vector<int64_t> BatchGet(T& t, const py::iterable& keys, const py::iterable& outs,
+                                       int timeout_ms) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<py::object> objs;
     for (const py::handle& h : outs) objs.push_back(AsBufferObject(h));
@@ -69,9 +75,10 @@ struct Ops {
       ops[i].key = ks[i];
       ops[i].buffer = {bufs[i].data, bufs[i].size};
     }
+    Deadline d = FromTimeout(timeout_ms);
     {
       py::gil_scoped_release nogil;
-      (void)t.GetBatch(ops);
+      (void)t.GetBatch(ops, d);
     }
     std::vector<int64_t> sizes(ops.size());
     for (size_t i = 0; i < ops.size(); ++i)
@@ -82,7 +89,7 @@ struct Ops {
   // Per-item status names: "OK", "Exists", "TooLarge", ... (CodeName).
   static std::vector<std::string> BatchPut(T& t, const py::iterable& keys,
                                            const py::iterable& values, bool overwrite,
-                                           const py::object& parents) {
+                                           const py::object& parents, int timeout_ms = 0) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<BlockKey> ps;
     if (!parents.is_none()) {
@@ -98,9 +105,10 @@ struct Ops {
     std::vector<PutOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i)
       ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, ps.empty() ? BlockKey{} : ps[i], {}};
+    Deadline d = FromTimeout(timeout_ms);
     {
       py::gil_scoped_release nogil;
-      t.PutOps(ops, overwrite);
+      t.PutOps(ops, overwrite, d);
     }
     std::vector<std::string> out;
     for (auto& op : ops) out.push_back(CodeString(op.status));
@@ -157,13 +165,14 @@ struct Ops {
     return out;
   }
 
-  static std::vector<bool> BatchExists(T& t, const py::iterable& keys) {
+  static std::vector<bool> BatchExists(T& t, const py::iterable& keys, int timeout_ms = 0) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<KeyOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
+    Deadline d = FromTimeout(timeout_ms);
     {
       py::gil_scoped_release nogil;
-      (void)t.ExistsBatch(ops);
+      (void)t.ExistsBatch(ops, d);
     }
     std::vector<bool> out;
     for (auto& op : ops) out.push_back(op.status.ok());
@@ -172,16 +181,16 @@ struct Ops {
 };
 
 // Uniform faces over the three targets.
-struct StoreFace {
+struct StoreFace {  // in-process: deadlines do not apply
   std::unique_ptr<Store> s;
-  Status GetBatch(std::span<GetOp> ops) {
+  Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
     s->GetBatch(ops);
     return Status::Ok();
   }
-  void PutOps(std::span<PutOp> ops, bool overwrite) {
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline = {}) {
     for (PutOp& op : ops) op.status = s->Put(op.key, op.value, PutOptions{op.parent, overwrite});
   }
-  Status ExistsBatch(std::span<KeyOp> ops) {
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline = {}) {
     s->ExistsBatch(ops);
     return Status::Ok();
   }
@@ -189,23 +198,64 @@ struct StoreFace {
 
 struct ClientFace {
   std::unique_ptr<Client> c;
-  Status GetBatch(std::span<GetOp> ops) { return c->GetBatch(ops); }
-  void PutOps(std::span<PutOp> ops, bool overwrite) {
-    Status s = c->PutBatch(ops, overwrite);
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
+    Status s = c->PutBatch(ops, overwrite, d);
     if (!s.ok()) {
       for (auto& op : ops) {
         if (op.status.ok()) op.status = s;
       }
     }
   }
-  Status ExistsBatch(std::span<KeyOp> ops) { return c->ExistsBatch(ops); }
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
 };
 
 struct PoolFace {
   std::unique_ptr<PoolClient> c;
-  Status GetBatch(std::span<GetOp> ops) { return c->GetBatch(ops); }
-  void PutOps(std::span<PutOp> ops, bool overwrite) { (void)c->PutBatch(ops, overwrite); }
-  Status ExistsBatch(std::span<KeyOp> ops) { return c->ExistsBatch(ops); }
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
+    (void)c->PutBatch(ops, overwrite, d);
+  }
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
+};
+
+// A layer-by-layer get in flight (Client.get_layers): every layer's request is sent when it
+// is created; each next() waits (GIL released) for the next layer and yields
+// (layer, [size or -1 per block]). The Client must not be used for anything else until the
+// stream is exhausted (or dropped: the remaining layers are then awaited and discarded).
+struct LayerStream {
+  py::object owner;  // the Client, kept alive
+  Client* client;
+  std::vector<uint32_t> layers;
+  std::vector<std::vector<GetOp>> ops;
+  std::vector<py::object> objs;  // the output buffers, alive while in flight
+  std::vector<Buffer> bufs;
+  std::vector<Result<Client::Ticket>> tickets;
+  Deadline deadline;
+  size_t next = 0;
+
+  py::tuple Next() {
+    if (next >= layers.size()) throw py::stop_iteration();
+    size_t i = next++;
+    {
+      py::gil_scoped_release nogil;
+      if (tickets[i].ok()) (void)client->Wait(*tickets[i], deadline);
+    }
+    std::vector<int64_t> sizes;
+    for (GetOp& op : ops[i]) sizes.push_back(op.status.ok() ? int64_t(op.size) : -1);
+    return py::make_tuple(layers[i], sizes);
+  }
+  ~LayerStream() {
+    py::gil_scoped_release nogil;
+    for (size_t i = next; i < tickets.size(); ++i) {
+      if (tickets[i].ok()) (void)client->Wait(*tickets[i]);  // buffers must outlive the I/O
+    }
+  }
+};
+
+struct NearFace {
+  std::unique_ptr<NearCache> n;
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
 };
 
 template <class T, class C>
@@ -226,10 +276,11 @@ void BindOps(C& cls) {
           "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already "
           "held), TooLarge, ...")
       .def("batch_get", &Ops<T>::BatchGet, py::arg("keys"), py::arg("outs"),
-           "Reads each key into its buffer; returns sizes, -1 for a miss. One round trip (GIL "
-           "released).")
+           py::arg("timeout_ms") = 0,
+           "Reads each key into its buffer; returns sizes, -1 for a miss or an item not served "
+           "within timeout_ms (the call's deadline; 0: none). One round trip (GIL released).")
       .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"),
-           py::arg("overwrite") = false, py::arg("parents") = py::none(),
+           py::arg("overwrite") = false, py::arg("parents") = py::none(), py::arg("timeout_ms") = 0,
            "Stores each value (parents: each block's parent in its chain, for prefix-aware "
            "eviction; None for none); returns a status name per item.")
       .def("batch_get_ptrs", &Ops<T>::BatchGetPtrs, py::arg("keys"), py::arg("ptrs"),
@@ -239,9 +290,9 @@ void BindOps(C& cls) {
       .def("batch_put_ptrs", &Ops<T>::BatchPutPtrs, py::arg("keys"), py::arg("ptrs"),
            py::arg("sizes"), py::arg("parents") = py::none(),
            "Insert-only batch_put from raw addresses; a status name per item.")
-      .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"))
+      .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"), py::arg("timeout_ms") = 0)
       .def("exists", [](T& t, const py::handle& key) {
-        return bool(Ops<T>::BatchExists(t, py::make_tuple(key))[0]);
+        return bool(Ops<T>::BatchExists(t, py::make_tuple(key), 0)[0]);
       });
 }
 
@@ -273,6 +324,10 @@ PYBIND11_MODULE(_kvpool, m) {
   m.def(
       "namespace_root", [](const std::string& ns) { return NamespaceRoot(ns); },
       py::arg("namespace"));
+  m.def(
+      "layer_key",
+      [](const py::handle& block, uint32_t layer) { return LayerKey(ToKey(block), layer); },
+      py::arg("block"), py::arg("layer"), "The key of one layer's part of a block (docs/KEYS.md).");
   m.def(
       "pool_key",
       [](const py::object& ns, const py::handle& key) {
@@ -373,7 +428,77 @@ PYBIND11_MODULE(_kvpool, m) {
           },
           "The same-host region (empty unless connected over unix: with shared_memory_bytes): "
           "values in it skip the socket.");
+  client
+      .def(
+          "get_layers",
+          [](py::object self, const py::iterable& blocks, const py::iterable& layers,
+             const py::iterable& outs, int timeout_ms) {
+            ClientFace& c = self.cast<ClientFace&>();
+            auto stream = std::make_unique<LayerStream>();
+            stream->owner = self;
+            stream->client = c.c.get();
+            std::vector<BlockKey> ks = ToKeys(blocks);
+            for (const py::handle& l : layers) stream->layers.push_back(l.cast<uint32_t>());
+            std::vector<py::list> rows;
+            for (const py::handle& r : outs)
+              rows.push_back(py::list(py::reinterpret_borrow<py::object>(r)));
+            if (rows.size() != stream->layers.size())
+              throw py::value_error("outs needs one row of buffers per layer");
+            size_t total = 0;
+            for (auto& r : rows) {
+              if (r.size() != ks.size())
+                throw py::value_error("each row needs one buffer per block");
+              total += r.size();
+            }
+            stream->bufs.reserve(total);
+            stream->ops.resize(rows.size());
+            for (size_t i = 0; i < rows.size(); ++i) {
+              for (size_t j = 0; j < ks.size(); ++j) {
+                stream->objs.push_back(AsBufferObject(rows[i][j]));
+                stream->bufs.emplace_back(stream->objs.back(), true);
+                GetOp op;
+                op.key = LayerKey(ks[j], stream->layers[i]);
+                op.buffer = {stream->bufs.back().data, stream->bufs.back().size};
+                stream->ops[i].push_back(op);
+              }
+            }
+            if (timeout_ms > 0)
+              stream->deadline = Deadline::After(std::chrono::milliseconds(timeout_ms));
+            {
+              py::gil_scoped_release nogil;
+              for (auto& layer_ops : stream->ops)
+                stream->tickets.push_back(stream->client->SubmitGet(layer_ops));
+            }
+            return stream;
+          },
+          py::arg("blocks"), py::arg("layers"), py::arg("outs"), py::arg("timeout_ms") = 0,
+          "Layer streaming: sends a get for each layer's parts of `blocks` at once and returns "
+          "an iterator that yields (layer, sizes) as each layer arrives (outs[i][j]: the buffer "
+          "for layer layers[i] of block j; sizes -1 for a miss). Compute layer i while the "
+          "rest is still arriving.")
+      .def(
+          "put_layer",
+          [](ClientFace& c, const py::iterable& blocks, uint32_t layer, const py::iterable& values,
+             const py::object& parents) {
+            std::vector<BlockKey> ks = ToKeys(blocks);
+            py::list keys, ps;
+            for (size_t j = 0; j < ks.size(); ++j) keys.append(LayerKey(ks[j], layer));
+            py::object pobj = py::none();
+            if (!parents.is_none()) {
+              for (const py::handle& h : parents)
+                ps.append(h.is_none() ? py::object(py::none())
+                                      : py::cast(LayerKey(ToKey(h), layer)));
+              pobj = ps;
+            }
+            return Ops<ClientFace>::BatchPut(c, keys, values, false, pobj);
+          },
+          py::arg("blocks"), py::arg("layer"), py::arg("values"), py::arg("parents") = py::none(),
+          "Stores one layer of each block (as prefill finishes that layer); its parts chain "
+          "to the same layer of each parent. A status name per block.");
   BindOps<ClientFace>(client);
+  py::class_<LayerStream>(m, "LayerStream", "A layer-by-layer get in flight (Client.get_layers).")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &LayerStream::Next);
 
   py::class_<PoolFace> pool(m, "Pool", "The pod pool: many kvpoold nodes as one store.");
   pool.def(py::init([](const std::string& members, const std::string& etcd, const std::string& ns,
@@ -391,6 +516,81 @@ PYBIND11_MODULE(_kvpool, m) {
            py::arg("node_timeout_ms") = 300)
       .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); });
   BindOps<PoolFace>(pool);
+
+  py::class_<NearFace> near(m, "NearCache",
+                            "A client-side near cache (pinned embedded store) in front of kvpoold "
+                            "or the pod pool; prestage() pulls chains in before they are needed.");
+  near.def(py::init([](const std::string& address, const std::string& ns,
+                       const std::string& members, const std::string& etcd, uint64_t dram_bytes,
+                       bool pin, unsigned batch, uint64_t max_block_bytes, int timeout_ms) {
+             NearCacheOptions o;
+             o.store.dram_bytes = dram_bytes;
+             o.store.lock_memory = pin;
+             o.batch = batch;
+             o.max_block_bytes = max_block_bytes;
+             Result<std::unique_ptr<NearCache>> nc = Status::Internal("unset");
+             if (!members.empty() || !etcd.empty()) {
+               PoolOptions po;
+               po.members = members;
+               po.etcd = etcd;
+               po.client.ns = ns;
+               auto p = PoolClient::Create(po);
+               Check(p.status());
+               nc = NearCache::Create(o, std::move(p).value());
+             } else {
+               ClientOptions co;
+               co.address = address;
+               co.ns = ns;
+               co.request_timeout_ms = timeout_ms;
+               co.connect_timeout_ms = std::min(timeout_ms, 1000);
+               auto c = Client::Create(co);
+               Check(c.status());
+               nc = NearCache::Create(o, std::move(c).value());
+             }
+             Check(nc.status());
+             return NearFace{std::move(nc).value()};
+           }),
+           py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "default",
+           py::arg("members") = "", py::arg("etcd") = "", py::arg("dram_bytes") = 256ull << 20,
+           py::arg("pin") = true, py::arg("batch") = 16, py::arg("max_block_bytes") = 4ull << 20,
+           py::arg("timeout_ms") = 5000)
+      .def(
+          "prestage",
+          [](NearFace& f, const py::iterable& keys, int timeout_ms) {
+            auto ks = ToKeys(keys);
+            return f.n->Prestage(ks, FromTimeout(timeout_ms));
+          },
+          py::arg("keys"), py::arg("timeout_ms"),
+          "Starts pulling the chain into the near cache and returns a ticket at once; the "
+          "prestage stops at a missing block or after timeout_ms, keeping what arrived.")
+      .def(
+          "wait_prestaged",
+          [](NearFace& f, uint64_t ticket, int timeout_ms) {
+            py::gil_scoped_release nogil;
+            return f.n->WaitPrestaged(ticket, FromTimeout(timeout_ms));
+          },
+          py::arg("ticket"), py::arg("timeout_ms") = 0,
+          "Leading blocks of the ticket's chain that are local, once it ended or timeout_ms "
+          "passed (0: wait for the end).")
+      .def("local_prefix",
+           [](NearFace& f, const py::iterable& keys) {
+             auto ks = ToKeys(keys);
+             return f.n->LocalPrefix(ks);
+           })
+      .def("get", &Ops<NearFace>::Get, py::arg("key"), py::arg("out") = py::none())
+      .def("batch_get", &Ops<NearFace>::BatchGet, py::arg("keys"), py::arg("outs"),
+           py::arg("timeout_ms") = 0)
+      .def("stats", [](NearFace& f) {
+        NearCacheStats s = f.n->stats();
+        py::dict d;
+        d["local_hits"] = s.local_hits;
+        d["pool_hits"] = s.pool_hits;
+        d["misses"] = s.misses;
+        d["prestaged"] = s.prestaged;
+        d["prestage_stopped_at_deadline"] = s.prestage_stopped_at_deadline;
+        d["prestage_stopped_at_miss"] = s.prestage_stopped_at_miss;
+        return d;
+      });
 
   BindKeys(m);
   BindLmcache(m);

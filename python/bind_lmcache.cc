@@ -34,6 +34,7 @@ enum class Op { kGet, kSet, kExists, kDelete };
 // Python buffers pinned by a job; released only with the GIL held (in drain or close).
 struct Pinned {
   std::vector<py::buffer_info> infos;
+  std::vector<py::object> keeps;  // DLPack capsules
 };
 
 struct Job {
@@ -79,6 +80,7 @@ class Connector {
         Buffer b(h, op == Op::kGet);
         job->buffers.emplace_back(b.data, b.size);
         job->pinned->infos.push_back(std::move(b.info));
+        if (b.keep) job->pinned->keeps.push_back(std::move(b.keep));
       }
       if (job->buffers.size() != job->keys.size())
         throw py::value_error("keys and memoryviews differ in length");

@@ -3,6 +3,7 @@
 #ifndef KVPOOL_PYTHON_BINDING_H_
 #define KVPOOL_PYTHON_BINDING_H_
 
+#include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -35,12 +36,19 @@ inline std::vector<BlockKey> ToKeys(const py::iterable& keys) {
   return out;
 }
 
-// A contiguous buffer (read-only or writable) held for the duration of a call.
+// A contiguous buffer (read-only or writable) held for the duration of a call: the buffer
+// protocol (bytes, bytearray, memoryview, numpy) or a DLPack capsule (torch and any other
+// __dlpack__ producer; host memory only).
 struct Buffer {
   py::buffer_info info;
+  py::object keep;  // the DLPack capsule: its deleter runs when the last reference goes
   std::byte* data = nullptr;
   size_t size = 0;
   Buffer(const py::handle& obj, bool writable) {
+    if (PyCapsule_IsValid(obj.ptr(), "dltensor")) {
+      FromDlpack(obj);
+      return;
+    }
     py::buffer b = py::reinterpret_borrow<py::buffer>(obj);
     info = b.request(writable);
     if (info.ndim > 0) {
@@ -55,13 +63,35 @@ struct Buffer {
     data = static_cast<std::byte*>(info.ptr);
     size = static_cast<size_t>(info.size * info.itemsize);
   }
+
+ private:
+  void FromDlpack(const py::handle& capsule) {
+    keep = py::reinterpret_borrow<py::object>(capsule);
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+    const DLTensor& t = m->dl_tensor;
+    if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
+      throw py::value_error("tensor is not in host memory: copy it to (pinned) CPU memory first");
+    if (t.dtype.bits % 8 != 0) throw py::value_error("sub-byte element types are not supported");
+    uint64_t item = uint64_t(t.dtype.bits / 8) * t.dtype.lanes, n = 1, expect = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (t.strides && t.shape[d] > 1 && uint64_t(t.strides[d]) != expect)
+        throw py::value_error("tensor must be contiguous");
+      expect *= uint64_t(t.shape[d]);
+      n *= uint64_t(t.shape[d]);
+    }
+    data = static_cast<std::byte*>(t.data) + t.byte_offset;
+    size = n * item;
+  }
 };
 
-// Accepts anything with the buffer protocol; torch tensors expose it through .numpy().
+// Anything with the buffer protocol as it is; else a DLPack capsule from __dlpack__ (torch
+// tensors, CuPy pinned arrays, ...): no copies either way.
 inline py::object AsBufferObject(const py::handle& obj) {
   if (PyObject_CheckBuffer(obj.ptr())) return py::reinterpret_borrow<py::object>(obj);
-  if (py::hasattr(obj, "numpy")) return obj.attr("numpy")();  // torch.Tensor (CPU): shares memory
-  throw py::value_error("value must support the buffer protocol (bytes, numpy, torch CPU tensor)");
+  if (PyCapsule_IsValid(obj.ptr(), "dltensor")) return py::reinterpret_borrow<py::object>(obj);
+  if (py::hasattr(obj, "__dlpack__")) return obj.attr("__dlpack__")();
+  throw py::value_error(
+      "value must support the buffer protocol or DLPack (bytes, numpy, torch CPU tensor)");
 }
 
 inline void Check(const Status& s) {

@@ -199,5 +199,106 @@ class AgainstKvpoold(unittest.TestCase):
         self.assertEqual(run("--address", self.d.address, "get", "missing").returncode, 1)
 
 
+class EngineOperations(unittest.TestCase):
+    """Layer streaming, prestaging into the near cache, deadlines and DLPack."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.d.stop() == 0
+
+    def test_layer_key_matches_the_documented_derivation(self):
+        b = kvpool.chain_keys("py", list(range(16)), 16)[0]
+        data = struct.pack("<QQ", b.hi, b.lo) + b"layer" + struct.pack("<I", 7)
+        self.assertEqual(kvpool.layer_key(b, 7), ref_key(xxhash.xxh3_128_intdigest(data)))
+
+    def test_layers_stream_in_order_while_later_ones_are_in_flight(self):
+        c = kvpool.Client(self.d.address, namespace="layers")
+        blocks = kvpool.chain_keys("layers", list(range(16 * 8)), 16)
+        layers = 12
+        # Prefill: one put per layer, as each layer's K/V is produced.
+        for layer in range(layers):
+            vals = [np.full(16 << 10, (layer * 16 + j) % 251, np.uint8) for j in range(len(blocks))]
+            self.assertEqual(c.put_layer(blocks, layer, vals, parents=[None] + blocks[:-1]),
+                             ["OK"] * len(blocks))
+        self.assertEqual(c.match_prefix([kvpool.layer_key(b, layers - 1) for b in blocks]),
+                         len(blocks))
+        outs = [[np.zeros(16 << 10, np.uint8) for _ in blocks] for _ in range(layers)]
+        seen = []
+        for layer, sizes in c.get_layers(blocks, range(layers), outs):
+            # Layer `layer` is complete when it is yielded.
+            self.assertEqual(sizes, [16 << 10] * len(blocks))
+            for j in range(len(blocks)):
+                self.assertEqual(int(outs[layer][j][0]), (layer * 16 + j) % 251)
+            seen.append(layer)
+        self.assertEqual(seen, list(range(layers)))
+        # A missing part is a miss for that block of that layer only.
+        self.assertTrue(c.erase(kvpool.layer_key(blocks[3], 5)))
+        got = dict(c.get_layers(blocks, [4, 5, 6], outs[:3]))
+        self.assertEqual(got[5][3], -1)
+        self.assertEqual(got[5][2], 16 << 10)
+        self.assertEqual(got[6][3], 16 << 10)
+        # Dropping a stream half-way leaves the client usable.
+        it = c.get_layers(blocks, range(layers), outs)
+        next(it)
+        del it
+        self.assertTrue(c.ping())
+
+    def test_prestage_makes_later_gets_local(self):
+        c = kvpool.Client(self.d.address, namespace="near")
+        chain = kvpool.chain_keys("near", list(range(16 * 128)), 16)
+        self.assertEqual(c.batch_put(chain, [np.full(65536, i % 256, np.uint8) for i in range(128)],
+                                     parents=[None] + chain[:-1]), ["OK"] * 128)
+        nc = kvpool.NearCache(self.d.address, namespace="near", dram_bytes=64 << 20)
+        t0 = time.time()
+        ticket = nc.prestage(chain, timeout_ms=5000)
+        self.assertLess(time.time() - t0, 0.05)  # returns at once
+        self.assertEqual(nc.wait_prestaged(ticket), 128)
+        self.assertEqual(nc.local_prefix(chain), 128)
+        outs = [np.zeros(65536, np.uint8) for _ in chain]
+        self.assertEqual(nc.batch_get(chain, outs), [65536] * 128)
+        self.assertEqual([int(o[0]) for o in outs], [i % 256 for i in range(128)])
+        st = nc.stats()
+        self.assertEqual((st["local_hits"], st["pool_hits"], st["prestaged"]), (128, 0, 128))
+        # A chain with an unknown block: prestaged up to it.
+        other = chain[:10] + kvpool.chain_keys("near", list(range(1, 17)), 16)
+        self.assertEqual(nc.wait_prestaged(nc.prestage(other, timeout_ms=5000)), 10)
+
+    def test_deadline_on_a_stopped_server(self):
+        d = Daemon()
+        try:
+            c = kvpool.Client(d.address, namespace="dl", timeout_ms=5000)
+            keys = ["dl-%d" % i for i in range(4)]
+            self.assertEqual(c.batch_put(keys, [b"v" * 4096] * 4), ["OK"] * 4)
+            os.kill(d.proc.pid, 19)  # SIGSTOP
+            time.sleep(0.2)
+            t0 = time.time()
+            sizes = c.batch_get(keys, [bytearray(4096) for _ in keys], timeout_ms=100)
+            took = time.time() - t0
+            os.kill(d.proc.pid, 18)  # SIGCONT
+            self.assertEqual(sizes, [-1] * 4)
+            self.assertLess(took, 1.0)  # the deadline, not the 5 s request timeout
+            self.assertEqual(c.batch_get(keys, [bytearray(4096) for _ in keys], timeout_ms=3000),
+                             [4096] * 4)
+        finally:
+            d.stop()
+
+    @unittest.skipIf(torch is None, "python3-torch not installed")
+    def test_dlpack_capsules_and_tensors(self):
+        from torch.utils import dlpack
+        s = kvpool.Store(dram_bytes=64 << 20)
+        t = torch.arange(4096, dtype=torch.bfloat16)  # no buffer protocol: bf16 goes via DLPack
+        self.assertEqual(s.put("bf16", t), "OK")
+        out = torch.zeros(4096, dtype=torch.bfloat16)
+        self.assertEqual(s.get("bf16", dlpack.to_dlpack(out)), 8192)  # a bare capsule
+        self.assertTrue(torch.equal(out, t))
+        view = torch.zeros(64, 64)[:, :8]  # not contiguous
+        with self.assertRaises(ValueError):
+            s.put("strided", view)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -94,6 +95,13 @@ class Client {
   Result<Ticket> SubmitExists(std::span<KeyOp> ops);
   Result<Ticket> SubmitErase(std::span<KeyOp> ops);
   Status Wait(Ticket ticket, Deadline deadline = {});
+
+  // Layer streaming: sends one get per entry of `layers` at once (each a span of ops, e.g.
+  // the LayerKey parts of layer i of a request's blocks), then calls on_layer(i) as soon as
+  // layers[i] has arrived, in order, so the caller computes layer i while later layers are
+  // still in flight. Puts go layer by layer with SubmitPut as prefill produces them.
+  Status GetLayers(std::span<const std::span<GetOp>> layers,
+                   const std::function<void(size_t)>& on_layer, Deadline deadline = {});
 
   // The shared region (empty unless the same-host path is on and connected).
   std::span<std::byte> shared_memory();

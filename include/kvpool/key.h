@@ -53,6 +53,11 @@ BlockKey ParseKey(std::string_view text);
 // || le64 key.hi || le64 key.lo). KV events name blocks by it. The empty key stays empty.
 BlockKey PoolKey(const BlockKey& ns_root, const BlockKey& key);
 
+// Layer streaming: layer `layer` of a block stored as per-layer parts is the block
+// XXH3_128bits(le64 block.hi || le64 block.lo || "layer" || le32 layer). A part's parent is
+// the same layer of the block's parent, so each layer's chain is evicted leaf first.
+BlockKey LayerKey(const BlockKey& block, uint32_t layer);
+
 struct BlockKeyHash {
   size_t operator()(const BlockKey& k) const { return k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull); }
 };

@@ -8,13 +8,14 @@ lmcache        LMCache native_plugin L2 connector (kvpool.lmcache.Connector)
 Store          the embedded tiered store (DRAM + optional flash file)
 Client         a connection to one kvpoold ("host:port" or "unix:/path")
 Pool           many kvpoold nodes as one store (static members or etcd)
+NearCache      a pinned local cache in front of either; prestage() pulls chains in early
 
 Values are any buffer (bytes, bytearray, numpy arrays, torch CPU tensors): gets write into
 the caller's array and puts read from it without copies; I/O releases the GIL. A miss is
 None (get), -1 (batch_get) or False (exists), never an exception.
 """
-from ._kvpool import (Client, Key, Namespace, Pool, Store, chain_keys, engines, foreign_key,
-                      namespace_root, pool_key)
+from ._kvpool import (Client, Key, LayerStream, Namespace, NearCache, Pool, Store, chain_keys, engines, foreign_key,
+                      layer_key, namespace_root, pool_key)
 
-__all__ = ["Client", "Key", "Namespace", "Pool", "Store", "chain_keys", "engines", "foreign_key",
-           "namespace_root", "pool_key"]
+__all__ = ["Client", "Key", "LayerStream", "Namespace", "NearCache", "Pool", "Store", "chain_keys", "engines", "foreign_key",
+           "layer_key", "namespace_root", "pool_key"]

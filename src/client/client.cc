@@ -662,6 +662,25 @@ Status Client::Wait(Ticket ticket, Deadline deadline) {
   return impl_->Wait(ticket);
 }
 
+Status Client::GetLayers(std::span<const std::span<GetOp>> layers,
+                         const std::function<void(size_t)>& on_layer, Deadline deadline) {
+  if (deadline.passed()) {
+    for (auto ops : layers) (void)Expired(ops);
+    return Status::Timeout("deadline passed before the call");
+  }
+  Impl::DeadlineScope scope(impl_.get(), deadline);
+  std::vector<Result<Ticket>> tickets;
+  tickets.reserve(layers.size());
+  for (auto ops : layers) tickets.push_back(impl_->SubmitGet(ops));
+  Status first_error;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Status s = tickets[i].ok() ? impl_->Wait(*tickets[i]) : tickets[i].status();
+    if (!s.ok() && first_error.ok()) first_error = s;
+    if (on_layer) on_layer(i);
+  }
+  return first_error;
+}
+
 std::span<std::byte> Client::shared_memory() {
   return impl_->shm_ ? std::span<std::byte>(impl_->shm_, impl_->o_.shared_memory_bytes)
                            .subspan(net::kShmControlBytes)

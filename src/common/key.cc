@@ -73,6 +73,16 @@ BlockKey PoolKey(const BlockKey& ns_root, const BlockKey& key) {
   return FromHash(XXH3_128bits(buf, sizeof buf));
 }
 
+BlockKey LayerKey(const BlockKey& block, uint32_t layer) {
+  if (block.empty()) return block;
+  unsigned char buf[16 + 5 + 4];
+  PutLe64(buf, block.hi);
+  PutLe64(buf + 8, block.lo);
+  std::memcpy(buf + 16, "layer", 5);
+  for (int i = 0; i < 4; ++i) buf[21 + i] = static_cast<unsigned char>(layer >> (8 * i));
+  return FromHash(XXH3_128bits(buf, sizeof buf));
+}
+
 BlockKey KeyFromBytes(std::string_view bytes) {
   return FromHash(XXH3_128bits(bytes.data(), bytes.size()));
 }
