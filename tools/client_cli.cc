@@ -41,6 +41,7 @@ kvpool match-bench [N]    prefix-match latency: puts a chain of N (default 1000)
   --token T               access token (default $KVPOOL_TOKEN)
   --overwrite             put: replace a held value (default: keep it, exit 1)
   --timeout-ms N          per request (default 5000)
+  --busy-poll-us N        poll this long for a reply before sleeping (default 0)
 )";
 
 int ClientCommand(const std::string& cmd, int argc, char** argv) {
@@ -52,13 +53,15 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--server" || a == "--ns" || a == "--token" || a == "--timeout-ms") {
+    if (a == "--server" || a == "--ns" || a == "--token" || a == "--timeout-ms" ||
+        a == "--busy-poll-us") {
       const char* v = value();
       if (!v) return Usage(a + " needs a value");
       if (a == "--server") o.address = v;
       if (a == "--ns") o.ns = v;
       if (a == "--token") o.token = v;
       if (a == "--timeout-ms") o.request_timeout_ms = o.connect_timeout_ms = std::atoi(v);
+      if (a == "--busy-poll-us") o.busy_poll_us = static_cast<unsigned>(std::atoi(v));
     } else if (a == "--overwrite") {
       overwrite = true;
     } else if (a.starts_with("--")) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client_cli.h"
+#include "prestage_bench.h"
 #include "cluster_cli.h"
 #include "common/units.h"
 #include "net_bench.h"
@@ -156,11 +157,13 @@ int main(int argc, char** argv) {
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     std::fputs(kvpool::tools::kClientUsage, stdout);
+    std::fputs(kvpool::tools::kPrestageUsage, stdout);
     return 0;
   }
   if (cmd == "replay") return Replay(argc - 2, argv + 2);
   if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
   if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
+  if (cmd == "prestage-bench") return kvpool::tools::PrestageBench(argc - 2, argv + 2);
   if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
       cmd == "ping" || cmd == "match-bench") {
     return kvpool::tools::ClientCommand(cmd, argc - 2, argv + 2);

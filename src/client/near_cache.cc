@@ -114,39 +114,40 @@ class NearCache::Impl {
 
  private:
   // Fetches one job's chain in order, a batch at a time; stops at a miss or the deadline.
-  void Run(Ticket t, Job snapshot) {
-    std::vector<std::vector<std::byte>> bufs(o_.batch, std::vector<std::byte>(o_.max_block_bytes));
-    size_t i = 0;
-    const std::vector<BlockKey>& chain = snapshot.chain;
-    // Blocks already local (an earlier prestage, a kept fetch) need no transfer.
-    i = local_->MatchPrefix(chain);
+  // Transfer buffers persist across prestages and only grow (to the largest block seen).
+  void Run(Ticket t, const Job& job) {
+    const std::vector<BlockKey>& chain = job.chain;
+    if (slots_.size() < o_.batch) slots_.resize(o_.batch);
+    size_t i = local_->MatchPrefix(chain);  // already local: no transfer
     Publish(t, i, false);
     while (i < chain.size()) {
-      if (snapshot.deadline.passed()) {
+      if (job.deadline.passed()) {
         Count(&NearCacheStats::prestage_stopped_at_deadline);
         break;
       }
       size_t n = std::min<size_t>(o_.batch, chain.size() - i);
       std::vector<GetOp> ops(n);
-      for (size_t k = 0; k < n; ++k) ops[k].key = chain[i + k], ops[k].buffer = bufs[k];
+      for (size_t k = 0; k < n; ++k) {
+        if (slots_[k].size() < slot_bytes_) slots_[k].resize(slot_bytes_);
+        ops[k].key = chain[i + k];
+        ops[k].buffer = slots_[k];
+      }
       {
         std::lock_guard<std::mutex> lock(io_mu_);
-        (void)fetch_(ops, snapshot.deadline);
-        for (GetOp& op : ops) {  // a block larger than the transfer buffer: alone, sized
+        (void)fetch_(ops, job.deadline);
+        for (size_t k = 0; k < n; ++k) {  // larger than the slots: grow them, fetch again
+          GetOp& op = ops[k];
           if (op.status.code() != Code::kBufferTooSmall) continue;
-          std::vector<std::byte> big(op.size);
-          op.buffer = big;
-          (void)fetch_(std::span<GetOp>(&op, 1), snapshot.deadline);
-          if (op.status.ok())
-            (void)local_->Put(op.key, op.buffer.first(op.size),
-                              {ParentOf(chain, &op - ops.data() + i)});
-          op.status = op.status.ok() ? Status::Exists() : op.status;  // already stored
+          if (op.size > o_.max_block_bytes) break;  // beyond the configured limit: a miss
+          slot_bytes_ = std::max<uint64_t>(slot_bytes_, op.size);
+          slots_[k].resize(op.size);
+          op.buffer = slots_[k];
+          (void)fetch_(std::span<GetOp>(&op, 1), job.deadline);
         }
       }
       size_t got = 0;
       for (; got < n; ++got) {
         GetOp& op = ops[got];
-        if (op.status.code() == Code::kExists) continue;  // stored above
         if (!op.status.ok()) break;
         Status ps = local_->Put(op.key, op.buffer.first(op.size), {ParentOf(chain, i + got)});
         if (!ps.ok() && ps.code() != Code::kExists) break;
@@ -194,11 +195,14 @@ class NearCache::Impl {
         queue_.pop_front();
         snapshot = jobs_[t];
       }
-      Run(t, std::move(snapshot));
+      Run(t, snapshot);
     }
   }
 
   std::mutex io_mu_;  // the connection: one request at a time
+  // The worker's transfer buffers (only the worker thread touches them).
+  std::vector<std::vector<std::byte>> slots_;
+  uint64_t slot_bytes_ = 64 * 1024;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;           // GUARDED_BY(mu_)
