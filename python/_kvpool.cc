@@ -61,8 +61,17 @@ struct Ops {
   }
 
   // Returns the size of each value read, or -1 for a miss (or a buffer too small).
+  // With with_status, (sizes, status names): "NotFound", "Timeout", "BufferTooSmall", ...
+  static py::object BatchGetPy(T& t, const py::iterable& keys, const py::iterable& outs,
+                               int timeout_ms, bool with_status) {
+    std::vector<std::string> codes;
+    auto sizes = BatchGet(t, keys, outs, timeout_ms, with_status ? &codes : nullptr);
+    if (!with_status) return py::cast(sizes);
+    return py::make_tuple(sizes, codes);
+  }
+
   static std::vector<int64_t> BatchGet(T& t, const py::iterable& keys, const py::iterable& outs,
-                                       int timeout_ms) {
+                                       int timeout_ms, std::vector<std::string>* codes = nullptr) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<py::object> objs;
     for (const py::handle& h : outs) objs.push_back(AsBufferObject(h));
@@ -81,8 +90,10 @@ struct Ops {
       (void)t.GetBatch(ops, d);
     }
     std::vector<int64_t> sizes(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i)
+    for (size_t i = 0; i < ops.size(); ++i) {
       sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
+      if (codes) codes->push_back(CodeString(ops[i].status));
+    }
     return sizes;
   }
 
@@ -275,10 +286,12 @@ void BindOps(C& cls) {
           py::arg("parent") = py::none(),
           "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already "
           "held), TooLarge, ...")
-      .def("batch_get", &Ops<T>::BatchGet, py::arg("keys"), py::arg("outs"),
-           py::arg("timeout_ms") = 0,
+      .def("batch_get", &Ops<T>::BatchGetPy, py::arg("keys"), py::arg("outs"),
+           py::arg("timeout_ms") = 0, py::arg("with_status") = false,
            "Reads each key into its buffer; returns sizes, -1 for a miss or an item not served "
-           "within timeout_ms (the call's deadline; 0: none). One round trip (GIL released).")
+           "within timeout_ms (the call's deadline; 0: none). One round trip (GIL released). "
+           "with_status=True returns (sizes, status names) to tell NotFound from Timeout, "
+           "BufferTooSmall, Refused, Unavailable.")
       .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"),
            py::arg("overwrite") = false, py::arg("parents") = py::none(), py::arg("timeout_ms") = 0,
            "Stores each value (parents: each block's parent in its chain, for prefix-aware "
@@ -578,8 +591,8 @@ PYBIND11_MODULE(_kvpool, m) {
              return f.n->LocalPrefix(ks);
            })
       .def("get", &Ops<NearFace>::Get, py::arg("key"), py::arg("out") = py::none())
-      .def("batch_get", &Ops<NearFace>::BatchGet, py::arg("keys"), py::arg("outs"),
-           py::arg("timeout_ms") = 0)
+      .def("batch_get", &Ops<NearFace>::BatchGetPy, py::arg("keys"), py::arg("outs"),
+           py::arg("timeout_ms") = 0, py::arg("with_status") = false)
       .def("stats", [](NearFace& f) {
         NearCacheStats s = f.n->stats();
         py::dict d;

@@ -276,13 +276,19 @@ class EngineOperations(unittest.TestCase):
             os.kill(d.proc.pid, 19)  # SIGSTOP
             time.sleep(0.2)
             t0 = time.time()
-            sizes = c.batch_get(keys, [bytearray(4096) for _ in keys], timeout_ms=100)
+            sizes, codes = c.batch_get(keys, [bytearray(4096) for _ in keys], timeout_ms=100,
+                                       with_status=True)
             took = time.time() - t0
             os.kill(d.proc.pid, 18)  # SIGCONT
             self.assertEqual(sizes, [-1] * 4)
+            self.assertEqual(codes, ["Timeout"] * 4)  # late, not a miss
             self.assertLess(took, 1.0)  # the deadline, not the 5 s request timeout
             self.assertEqual(c.batch_get(keys, [bytearray(4096) for _ in keys], timeout_ms=3000),
                              [4096] * 4)
+            self.assertEqual(c.batch_get(["dl-0", "absent", "dl-1"],
+                                         [bytearray(4096), bytearray(10), bytearray(10)],
+                                         with_status=True),
+                             ([4096, -1, -1], ["OK", "NotFound", "BufferTooSmall"]))
         finally:
             d.stop()
 
