@@ -394,14 +394,8 @@ PYBIND11_MODULE(_kvpool, m) {
   client
       .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
                        int timeout_ms, uint64_t shared_memory_bytes) {
-             ClientOptions o;
-             o.address = address;
-             o.ns = ns;
-             o.token = token;
-             o.request_timeout_ms = timeout_ms;
-             o.connect_timeout_ms = std::min(timeout_ms, 1000);
-             o.shared_memory_bytes = shared_memory_bytes;
-             auto c = Client::Create(o);
+             auto c = Client::Create(
+                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes));
              Check(c.status());
              return ClientFace{std::move(c).value()};
            }),
@@ -551,12 +545,7 @@ PYBIND11_MODULE(_kvpool, m) {
                Check(p.status());
                nc = NearCache::Create(o, std::move(p).value());
              } else {
-               ClientOptions co;
-               co.address = address;
-               co.ns = ns;
-               co.request_timeout_ms = timeout_ms;
-               co.connect_timeout_ms = std::min(timeout_ms, 1000);
-               auto c = Client::Create(co);
+               auto c = Client::Create(MakeClientOptions(address, ns, "", timeout_ms));
                Check(c.status());
                nc = NearCache::Create(o, std::move(c).value());
              }

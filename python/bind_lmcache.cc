@@ -215,14 +215,8 @@ void BindLmcache(py::module_& m) {
   py::class_<Connector>(l, "Connector")
       .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
                        int timeout_ms, unsigned workers, uint64_t shared_memory_bytes) {
-             ClientOptions o;
-             o.address = address;
-             o.ns = ns;
-             o.token = token;
-             o.request_timeout_ms = timeout_ms;
-             o.connect_timeout_ms = std::min(timeout_ms, 1000);
-             o.shared_memory_bytes = shared_memory_bytes;
-             return std::make_unique<Connector>(o, workers);
+             return std::make_unique<Connector>(
+                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes), workers);
            }),
            py::kw_only(), py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "lmcache",
            py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("workers") = 2,

@@ -7,9 +7,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kvpool/client.h"
 #include "kvpool/key.h"
 #include "kvpool/status.h"
 
@@ -92,6 +94,20 @@ inline py::object AsBufferObject(const py::handle& obj) {
   if (py::hasattr(obj, "__dlpack__")) return obj.attr("__dlpack__")();
   throw py::value_error(
       "value must support the buffer protocol or DLPack (bytes, numpy, torch CPU tensor)");
+}
+
+// Connection settings from the keyword arguments every Python connection takes.
+inline ClientOptions MakeClientOptions(const std::string& address, const std::string& ns,
+                                       const std::string& token, int timeout_ms,
+                                       uint64_t shared_memory_bytes = 0) {
+  ClientOptions o;
+  o.address = address;
+  o.ns = ns;
+  o.token = token;
+  o.request_timeout_ms = timeout_ms;
+  o.connect_timeout_ms = std::min(timeout_ms, 1000);
+  o.shared_memory_bytes = shared_memory_bytes;
+  return o;
 }
 
 inline void Check(const Status& s) {
