@@ -6,7 +6,8 @@ native_plugin_l2_adapter.py (_create_native_plugin_l2_adapter: import module_pat
 class_name(**adapter_params), check the six methods) and native_connector_l2_adapter.py
 (NativeConnectorL2Adapter: object keys as "<model>@<kv_rank:08x>@<group:x>@<chunk_hash hex>",
 buffers as ctypes-backed memoryviews over L1 memory, submit_* under a lock, one demux thread
-that polls event_fd() and calls drain_completions()), LMCache dev of 2026-11. Chunk hashes
+that polls event_fd() and calls drain_completions()), LMCache dev of 2026-11 (read at
+commits 68c638a6a8e8 and 0b43a45563fe of those two files). Chunk hashes
 are LMCache's (ChunkedTokenDatabase over vLLM's sha256_cbor, 256-token chunks).
 
 Usage: lmcache_adapter_test.py BUILD_DIR

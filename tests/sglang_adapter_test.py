@@ -2,7 +2,8 @@
 """kvpool.sglang against a real kvpoold, driven by the call sequence SGLang's HiCache makes.
 
 SGLang cannot be installed here, so this test replays what it does (sgl-project/sglang main
-of 2026-11, v0.5.x): StorageBackendFactory._create_dynamic_backend imports module_path,
+of 2026-11, v0.5.x; hicache_storage.py and storage/backend_factory.py read at commit
+001067fffe33): StorageBackendFactory._create_dynamic_backend imports module_path,
 takes class_name and builds cls(storage_config, kwargs) (storage/backend_factory.py); the
 controller calls register_mem_pool_host(host_pool), backs pages up with
 all(batch_set_v1(hashes, host_indices, extra_info)) (_page_set_zero_copy), and prefetches
