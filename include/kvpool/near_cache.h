@@ -54,7 +54,8 @@ class NearCache {
   // Starts pulling `chain` (in order) into the near cache; returns at once.
   Ticket Prestage(std::span<const BlockKey> chain, Deadline deadline);
   // Waits until that prestage ended or `deadline` passed; returns how many leading blocks of
-  // its chain are local now.
+  // its chain are local now. A finished prestage is reported once; one nobody waited for
+  // is forgotten after 4096 newer ones have finished (then 0).
   size_t WaitPrestaged(Ticket ticket, Deadline deadline);
 
   // Local blocks are copied from the near cache; the rest come from the pool (by the

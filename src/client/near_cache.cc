@@ -176,7 +176,16 @@ class NearCache::Impl {
       it->second.local = local;
       it->second.done = done;
     }
-    if (done) cv_.notify_all();
+    if (done) {
+      // Prestages nobody waits for are forgotten once many newer ones have finished.
+      finished_.push_back(t);
+      while (finished_.size() > kFinishedKept) {
+        auto old = jobs_.find(finished_.front());
+        if (old != jobs_.end() && old->second.done) jobs_.erase(old);
+        finished_.pop_front();
+      }
+      cv_.notify_all();
+    }
   }
 
   void Work() {
@@ -209,6 +218,8 @@ class NearCache::Impl {
   Ticket next_ = 1;             // GUARDED_BY(mu_)
   std::map<Ticket, Job> jobs_;  // GUARDED_BY(mu_)
   std::deque<Ticket> queue_;    // GUARDED_BY(mu_)
+  static constexpr size_t kFinishedKept = 4096;
+  std::deque<Ticket> finished_;  // GUARDED_BY(mu_): done, oldest first
   std::thread worker_;
 };
 
