@@ -4,11 +4,23 @@ import sys
 
 from . import Client
 
+EPILOG = """engines:
+  SGLang HiCache:  --hicache-storage-backend dynamic --hicache-storage-backend-extra-config
+      '{"backend_name": "kvpool", "module_path": "kvpool.sglang",
+        "class_name": "KvpoolHiCacheStorage", "address": "127.0.0.1:7400"}'
+  LMCache (vLLM):  --l2-adapter '{"type": "native_plugin", "module_path": "kvpool.lmcache",
+      "class_name": "Connector", "adapter_params": {"address": "127.0.0.1:7400"}}'
+  KV-aware routers: kvpoold --kv-events tcp://*:5557 --kv-events-replay tcp://*:5558
+In Python: kvpool.Client / Pool / Store / NearCache, kvpool.Namespace, kvpool.engines
+(help(kvpool) says more)."""
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog="python3 -m kvpool",
         description="kvpool's Python client: put, get, exists, del, stat or ping against a kvpoold.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
     )
     p.add_argument("--address", default="127.0.0.1:7400", help="host:port or unix:/path (default %(default)s)")
     p.add_argument("--namespace", default="default", help="key namespace (default %(default)s)")
