@@ -135,14 +135,26 @@ class NearCache::Impl {
       {
         std::lock_guard<std::mutex> lock(io_mu_);
         (void)fetch_(ops, job.deadline);
-        for (size_t k = 0; k < n; ++k) {  // larger than the slots: grow them, fetch again
+        // Blocks larger than the slots: grow every slot to the largest (later batches reuse
+        // them), then fetch those blocks again in one request.
+        std::vector<GetOp> again;
+        std::vector<size_t> where;
+        for (size_t k = 0; k < n; ++k) {
           GetOp& op = ops[k];
-          if (op.status.code() != Code::kBufferTooSmall) continue;
-          if (op.size > o_.max_block_bytes) break;  // beyond the configured limit: a miss
+          if (op.status.code() != Code::kBufferTooSmall || op.size > o_.max_block_bytes) continue;
           slot_bytes_ = std::max<uint64_t>(slot_bytes_, op.size);
-          slots_[k].resize(op.size);
-          op.buffer = slots_[k];
-          (void)fetch_(std::span<GetOp>(&op, 1), job.deadline);
+          where.push_back(k);
+        }
+        if (!where.empty()) {
+          for (auto& slot : slots_) {
+            if (slot.size() < slot_bytes_) slot.resize(slot_bytes_);
+          }
+          for (size_t k : where) {
+            ops[k].buffer = slots_[k];
+            again.push_back(ops[k]);
+          }
+          (void)fetch_(again, job.deadline);
+          for (size_t j = 0; j < where.size(); ++j) ops[where[j]] = again[j];
         }
       }
       size_t got = 0;
