@@ -7,6 +7,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 
 class Kvpoold:
@@ -44,3 +45,16 @@ class Kvpoold:
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         return rc
+
+
+class KvpooldTestCase(unittest.TestCase):
+    """Tests that share one kvpoold (self.d) for the whole class. Set KVPOOLD to its binary."""
+    KVPOOLD = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Kvpoold(cls.KVPOOLD, resp=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.d.stop() == 0, "kvpoold did not stop cleanly"

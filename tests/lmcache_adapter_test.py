@@ -28,7 +28,7 @@ sys.path.insert(0, BUILD + "/python")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kvpool  # noqa: E402
 from kvpool import engines  # noqa: E402
-from kvpoold_process import Kvpoold  # noqa: E402
+from kvpoold_process import KvpooldTestCase  # noqa: E402
 
 REQUIRED = ["event_fd", "submit_batch_get", "submit_batch_set", "submit_batch_exists",
             "drain_completions", "close"]
@@ -85,14 +85,8 @@ class Demux:
         self.client.close()
 
 
-class LMCacheReplay(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Kvpoold(BUILD + "/kvpoold", resp=False)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+class LMCacheReplay(KvpooldTestCase):
+    KVPOOLD = BUILD + "/kvpoold"
 
     def plugin(self, **params):
         p = {"address": self.d.address}

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import xxhash  # noqa: E402
 
 import kvpool  # noqa: E402
-from kvpoold_process import Kvpoold  # noqa: E402
+from kvpoold_process import Kvpoold, KvpooldTestCase  # noqa: E402
 
 try:
     import torch  # noqa: E402
@@ -114,14 +114,8 @@ class Embedded(unittest.TestCase):
         self.assertTrue(torch.equal(t, out))
 
 
-class AgainstKvpoold(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon()
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.d.stop() == 0
+class AgainstKvpoold(KvpooldTestCase):
+    KVPOOLD = os.path.join(BUILD, "kvpoold")
 
     def test_client_batches_match_prefix_and_stats(self):
         c = kvpool.Client(self.d.address, namespace="py")
@@ -199,16 +193,9 @@ class AgainstKvpoold(unittest.TestCase):
         self.assertEqual(run("--address", self.d.address, "get", "missing").returncode, 1)
 
 
-class EngineOperations(unittest.TestCase):
+class EngineOperations(KvpooldTestCase):
     """Layer streaming, prestaging into the near cache, deadlines and DLPack."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon()
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.d.stop() == 0
+    KVPOOLD = os.path.join(BUILD, "kvpoold")
 
     def test_layer_key_matches_the_documented_derivation(self):
         b = kvpool.chain_keys("py", list(range(16)), 16)[0]

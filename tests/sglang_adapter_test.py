@@ -30,7 +30,7 @@ BUILD = sys.argv.pop(1)
 sys.path.insert(0, BUILD + "/python")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kvpool  # noqa: E402
-from kvpoold_process import Kvpoold  # noqa: E402
+from kvpoold_process import KvpooldTestCase  # noqa: E402
 
 STORAGE_BATCH_SIZE = 128
 
@@ -102,14 +102,8 @@ def create_dynamic_backend(extra, **cfg):
     return cls(HiCacheStorageConfig(extra_config=extra, **defaults), {})
 
 
-class SGLangReplay(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Kvpoold(BUILD + "/kvpoold", resp=False)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+class SGLangReplay(KvpooldTestCase):
+    KVPOOLD = BUILD + "/kvpoold"
 
     def extra(self, **more):
         e = {"backend_name": "kvpool", "module_path": "kvpool.sglang",
