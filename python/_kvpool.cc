@@ -521,7 +521,18 @@ PYBIND11_MODULE(_kvpool, m) {
            }),
            py::arg("members") = "", py::arg("etcd") = "", py::arg("namespace") = "default",
            py::arg("node_timeout_ms") = 300)
-      .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); });
+      .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); })
+      .def(
+          "match_prefix",
+          [](PoolFace& p, const py::iterable& keys, int timeout_ms) -> int64_t {
+            auto ks = ToKeys(keys);
+            Deadline d = FromTimeout(timeout_ms);
+            py::gil_scoped_release nogil;
+            auto r = p.c->MatchPrefix(ks, d);
+            return r.ok() ? int64_t(*r) : 0;
+          },
+          py::arg("keys"), py::arg("timeout_ms") = 0,
+          "Leading keys of the chain the pool holds (every node asked in parallel).");
   BindOps<PoolFace>(pool);
 
   py::class_<NearFace> near(m, "NearCache",

@@ -180,6 +180,24 @@ class AgainstKvpoold(KvpooldTestCase):
         self.assertEqual(p.get("a"), b"1")
         self.assertEqual(p.owner_of("a"), "only")
 
+    def test_pool_match_prefix_spans_nodes(self):
+        other = Daemon()
+        try:
+            p = kvpool.Pool(members="%s,id=a;%s,id=b" % (self.d.address, other.address),
+                            namespace="pool-mp")
+            chain = kvpool.chain_keys("pool-mp", list(range(16 * 40)), 16)
+            self.assertEqual(p.batch_put(chain, [b"x" * 1024] * 40), ["OK"] * 40)
+            owners = {p.owner_of(k) for k in chain}
+            self.assertEqual(owners, {"a", "b"})  # the chain really spans both nodes
+            self.assertEqual(p.match_prefix(chain), 40)
+            # Remove block 17 on its own node: the prefix ends there.
+            node = self.d if p.owner_of(chain[17]) == "a" else other
+            self.assertTrue(kvpool.Client(node.address, namespace="pool-mp").erase(chain[17]))
+            self.assertEqual(p.match_prefix(chain), 17)
+            self.assertEqual(p.match_prefix([]), 0)
+        finally:
+            other.stop()
+
     def test_module_command_line(self):
         env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
         run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "kvpool", *a], env=env,

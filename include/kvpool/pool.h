@@ -82,6 +82,11 @@ class PoolClient {
   Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
   Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
 
+  // Leading keys of `chain` the pool holds: each node is asked about its share of the
+  // chain, all in parallel (one round trip); a node that does not answer ends the prefix
+  // at its first key. A probe: no use is counted.
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
+
   // The member id that owns `key` now (empty if there are no live members).
   std::string OwnerOf(const BlockKey& key);
   // Members and their state; with query_nodes, also each node's STAT (one round trip each).

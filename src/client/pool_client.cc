@@ -287,6 +287,19 @@ Status PoolClient::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
       deadline);
 }
 
+Result<size_t> PoolClient::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+  std::vector<KeyOp> ops(chain.size());
+  for (size_t i = 0; i < chain.size(); ++i) ops[i].key = chain[i];
+  Status s = ExistsBatch(ops, deadline);
+  if (!s.ok() && !chain.empty() && ops[0].status.code() != Code::kOk &&
+      ops[0].status.code() != Code::kNotFound) {
+    return s;
+  }
+  size_t n = 0;
+  while (n < ops.size() && ops[n].status.ok()) ++n;
+  return n;
+}
+
 Status PoolClient::Put(const BlockKey& key, std::span<const std::byte> value,
                        const PutOptions& options) {
   PutOp op{key, value, options.parent, {}};
