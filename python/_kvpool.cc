@@ -3,9 +3,12 @@
 // arrays, torch CPU tensors, memoryview): a get writes straight into the caller's array,
 // a put reads straight from it, no copy in between. Every call that does I/O releases the
 // GIL. Misses are None / -1 / False, never exceptions; bad arguments raise ValueError.
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "binding.h"
@@ -231,9 +234,11 @@ struct PoolFace {
 };
 
 // A layer-by-layer get in flight (Client.get_layers): every layer's request is sent when it
-// is created; each next() waits (GIL released) for the next layer and yields
+// is created, and a receiver thread takes the answers as they come, so the caller's work
+// between next() calls (computing a layer) never holds up the rest of the transfer. Each
+// next() waits (GIL released) until the next layer has landed and yields
 // (layer, [size or -1 per block]). The Client must not be used for anything else until the
-// stream is exhausted (or dropped: the remaining layers are then awaited and discarded).
+// stream is exhausted or dropped (dropping it waits for the transfer to end).
 struct LayerStream {
   py::object owner;  // the Client, kept alive
   Client* client;
@@ -244,13 +249,29 @@ struct LayerStream {
   std::vector<Result<Client::Ticket>> tickets;
   Deadline deadline;
   size_t next = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t landed = 0;  // GUARDED_BY(mu): layers received so far
+  std::thread receiver;
+
+  void Start() {
+    receiver = std::thread([this] {
+      for (size_t i = 0; i < tickets.size(); ++i) {
+        if (tickets[i].ok()) (void)client->Wait(*tickets[i], deadline);
+        std::lock_guard<std::mutex> lock(mu);
+        landed = i + 1;
+        cv.notify_all();
+      }
+    });
+  }
 
   py::tuple Next() {
     if (next >= layers.size()) throw py::stop_iteration();
     size_t i = next++;
     {
       py::gil_scoped_release nogil;
-      if (tickets[i].ok()) (void)client->Wait(*tickets[i], deadline);
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return landed > i; });
     }
     std::vector<int64_t> sizes;
     for (GetOp& op : ops[i]) sizes.push_back(op.status.ok() ? int64_t(op.size) : -1);
@@ -258,9 +279,7 @@ struct LayerStream {
   }
   ~LayerStream() {
     py::gil_scoped_release nogil;
-    for (size_t i = next; i < tickets.size(); ++i) {
-      if (tickets[i].ok()) (void)client->Wait(*tickets[i]);  // buffers must outlive the I/O
-    }
+    if (receiver.joinable()) receiver.join();  // buffers must outlive the I/O
   }
 };
 
@@ -476,6 +495,7 @@ PYBIND11_MODULE(_kvpool, m) {
               for (auto& layer_ops : stream->ops)
                 stream->tickets.push_back(stream->client->SubmitGet(layer_ops));
             }
+            stream->Start();
             return stream;
           },
           py::arg("blocks"), py::arg("layers"), py::arg("outs"), py::arg("timeout_ms") = 0,
@@ -505,7 +525,14 @@ PYBIND11_MODULE(_kvpool, m) {
   BindOps<ClientFace>(client);
   py::class_<LayerStream>(m, "LayerStream", "A layer-by-layer get in flight (Client.get_layers).")
       .def("__iter__", [](py::object self) { return self; })
-      .def("__next__", &LayerStream::Next);
+      .def("__next__", &LayerStream::Next)
+      .def_property_readonly(
+          "landed",
+          [](LayerStream& st) {
+            std::lock_guard<std::mutex> lock(st.mu);
+            return st.landed;
+          },
+          "Layers received so far (the receiver runs ahead of the consumer).");
 
   py::class_<PoolFace> pool(m, "Pool", "The pod pool: many kvpoold nodes as one store.");
   pool.def(py::init([](const std::string& members, const std::string& etcd, const std::string& ns,

@@ -246,6 +246,21 @@ class EngineOperations(KvpooldTestCase):
         self.assertEqual(got[5][3], -1)
         self.assertEqual(got[5][2], 16 << 10)
         self.assertEqual(got[6][3], 16 << 10)
+        # The transfer runs ahead of the consumer: while it computes layer 0 (here: sleeps),
+        # the other layers land, even when they exceed the socket buffers (12 x 1 MiB).
+        blocks2 = kvpool.chain_keys("layers", list(range(1000, 1000 + 16 * 8)), 16)
+        big = [[np.zeros(128 << 10, np.uint8) for _ in blocks2] for _ in range(layers)]
+        for layer in range(layers):
+            self.assertEqual(c.put_layer(blocks2, layer, [np.full(128 << 10, layer, np.uint8)] * 8),
+                             ["OK"] * 8)
+        it = c.get_layers(blocks2, range(layers), big)
+        self.assertEqual(next(it)[0], 0)
+        deadline = time.time() + 5
+        while it.landed < layers and time.time() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(it.landed, layers)
+        self.assertEqual([l for l, _ in it], list(range(1, layers)))
+        self.assertEqual(int(big[layers - 1][0][0]), layers - 1)
         # Dropping a stream half-way leaves the client usable.
         it = c.get_layers(blocks, range(layers), outs)
         next(it)
