@@ -49,7 +49,7 @@ struct StoreOptions {
   uint64_t max_value_bytes = 128 * kMiB;
 
   // Index: initial capacity in entries (it grows by doubling) and the number of shards
-  // (locks). A power of two.
+  // (locks). A power of two, at most 65536.
   uint64_t index_capacity = 1 << 20;
   unsigned index_shards = 64;
 

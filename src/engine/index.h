@@ -79,8 +79,9 @@ class Index {
   };
 
   Index(uint64_t capacity, unsigned shards);
-  Shard& ShardFor(const BlockKey& key) {
-    return *shards_[((key.hi * 0xC2B2AE3D27D4EB4Full) >> 40) & shard_mask_];
+  Shard& ShardFor(const BlockKey& key) { return *shards_[ShardIndex(key)]; }
+  size_t ShardIndex(const BlockKey& key) const {
+    return ((key.hi * 0xC2B2AE3D27D4EB4Full) >> 40) & shard_mask_;
   }
   unsigned shard_count() const { return static_cast<unsigned>(shards_.size()); }
   // Every Erase is reported to `listener` (may be null). Call before concurrent use.

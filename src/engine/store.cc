@@ -25,7 +25,8 @@ Status StoreOptions::Validate() const {
   if (flash_bytes / 4096 >= (1ull << 30)) {
     return Status::InvalidArgument("flash_bytes must be under 4 TiB");
   }
-  if (index_shards == 0) return Status::InvalidArgument("index_shards must be > 0");
+  if (index_shards == 0 || index_shards > 65536)
+    return Status::InvalidArgument("index_shards must be in 1..65536");
   if (probation_fraction < 0 || probation_fraction > 0.9) {
     return Status::InvalidArgument("probation_fraction must be in [0, 0.9]");
   }

@@ -616,9 +616,38 @@ void TieredStore::EraseBatch(std::span<KeyOp> ops) {
 }
 
 size_t TieredStore::MatchPrefix(std::span<const BlockKey> chain) {
-  size_t n = 0;
-  while (n < chain.size() && Exists(chain[n])) ++n;
-  return n;
+  // Up to 1024 keys at a time, grouped by index shard (a counting sort), so that each
+  // shard's lock is taken once per group rather than once per key; the lowest missing
+  // position ends the match. Long chains are answered 1024 keys at a time.
+  constexpr size_t kPass = 1024;
+  const size_t shards = index_.shard_count();
+  std::vector<uint32_t> first(shards + 1);
+  std::vector<uint16_t> shard_of(std::min(kPass, chain.size())), order(shard_of.size());
+  for (size_t base = 0; base < chain.size(); base += kPass) {
+    size_t n = std::min(kPass, chain.size() - base);
+    std::fill(first.begin(), first.end(), 0);
+    for (size_t i = 0; i < n; ++i) {
+      shard_of[i] = static_cast<uint16_t>(index_.ShardIndex(chain[base + i]));
+      ++first[shard_of[i] + 1];
+    }
+    for (size_t s = 0; s < shards; ++s) first[s + 1] += first[s];
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (size_t i = 0; i < n; ++i) order[fill[shard_of[i]]++] = static_cast<uint16_t>(i);
+    size_t missing = n;  // lowest position not held
+    for (size_t s = 0; s < shards; ++s) {
+      if (first[s] == first[s + 1]) continue;
+      Index::Shard& shard = index_.shard(static_cast<unsigned>(s));
+      std::lock_guard<std::mutex> lock(shard.mu);
+      for (uint32_t j = first[s]; j < first[s + 1]; ++j) {
+        size_t i = order[j];
+        if (i >= missing) continue;
+        IndexEntry* e = shard.Find(chain[base + i]);
+        if (!e || !(e->in_dram() || FlashValidLocked(*e))) missing = i;
+      }
+    }
+    if (missing < n) return base + missing;
+  }
+  return chain.size();
 }
 
 void TieredStore::PromoteKeys(const std::vector<BlockKey>& keys) {

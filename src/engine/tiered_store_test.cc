@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 
 #include "common/crc32c.h"
@@ -377,6 +378,44 @@ TEST(TieredStore, ListenerSeesEveryStoreAndRemoval) {
   EXPECT_EQ(exist, held.size());
   s->Clear();
   EXPECT_TRUE(l.Held().empty());
+}
+
+}  // namespace
+}  // namespace kvpool::engine
+
+namespace kvpool::engine {
+namespace {
+
+// MatchPrefix groups keys by shard; the answer must be exactly the reference rule's:
+// the first position whose key Exists() says is not held. Random chains of 0..2500 keys
+// (so more than one pass of 1024) with holes anywhere, on DRAM and flash blocks.
+TEST(TieredStore, MatchPrefixEqualsTheReferenceOnRandomChains) {
+  auto s = OpenStore(kvpool::testing::SmallOptions(8 * kMiB),
+                     std::make_unique<io::MemoryDevice>(32 * kMiB));
+  std::vector<BlockKey> held, absent;
+  for (uint64_t i = 1; i <= 3000; ++i) {
+    BlockKey k = TestKey(i);
+    if (i % 7 == 0) {
+      absent.push_back(k);
+    } else {
+      ASSERT_TRUE(s->Put(k, TestValue(k, 0, 8192)).ok());  // 21 MiB: most go to flash
+      held.push_back(k);
+    }
+  }
+  s->Quiesce();
+  std::mt19937_64 rng(20261203);
+  for (int trial = 0; trial < 200; ++trial) {
+    size_t len = rng() % 2501;
+    std::vector<BlockKey> chain;
+    double hole = (trial % 4 == 0) ? 0.0 : 1.0 / double(1 + rng() % 3000);
+    for (size_t i = 0; i < len; ++i) {
+      bool miss = std::uniform_real_distribution<>(0, 1)(rng) < hole;
+      chain.push_back(miss ? absent[rng() % absent.size()] : held[rng() % held.size()]);
+    }
+    size_t want = 0;
+    while (want < chain.size() && s->Exists(chain[want])) ++want;
+    ASSERT_EQ(s->MatchPrefix(chain), want) << "trial " << trial << " len " << len;
+  }
 }
 
 }  // namespace
