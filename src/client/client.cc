@@ -478,6 +478,7 @@ class Client::Impl {
         ops, [](const KeyOp&) { return 0; },
         [&](std::span<KeyOp> part) {
           std::vector<std::byte> meta;
+          meta.reserve(part.size() * net::kKeyBytes);
           for (KeyOp& k : part) net::AppendKey(meta, k.key);
           net::Header h;
           h.count = static_cast<uint32_t>(part.size());
@@ -495,6 +496,7 @@ class Client::Impl {
     for (size_t i = 0; i < chain.size(); i += limits_.max_batch) {
       size_t n = std::min<size_t>(limits_.max_batch, chain.size() - i);
       std::vector<std::byte> meta;
+      meta.reserve(n * net::kKeyBytes);
       for (size_t k = 0; k < n; ++k) net::AppendKey(meta, chain[i + k]);
       net::Header h;
       h.count = static_cast<uint32_t>(n);
