@@ -76,28 +76,13 @@ struct Ops {
   static std::vector<int64_t> BatchGet(T& t, const py::iterable& keys, const py::iterable& outs,
                                        int timeout_ms, std::vector<std::string>* codes = nullptr) {
     std::vector<BlockKey> ks = ToKeys(keys);
-    std::vector<py::object> objs;
-    for (const py::handle& h : outs) objs.push_back(AsBufferObject(h));
-    if (objs.size() != ks.size()) throw py::value_error("keys and buffers differ in length");
-    std::vector<Buffer> bufs;
-    bufs.reserve(objs.size());
-    for (auto& o : objs) bufs.emplace_back(o, true);
+    std::vector<Buffer> bufs = Buffers(outs, ks.size(), /*writable=*/true);
     std::vector<GetOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i) {
       ops[i].key = ks[i];
       ops[i].buffer = {bufs[i].data, bufs[i].size};
     }
-    Deadline d = FromTimeout(timeout_ms);
-    {
-      py::gil_scoped_release nogil;
-      (void)t.GetBatch(ops, d);
-    }
-    std::vector<int64_t> sizes(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) {
-      sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
-      if (codes) codes->push_back(CodeString(ops[i].status));
-    }
-    return sizes;
+    return RunGets(t, ops, FromTimeout(timeout_ms), codes);
   }
 
   // Per-item status names: "OK", "Exists", "TooLarge", ... (CodeName).
@@ -105,28 +90,12 @@ struct Ops {
                                            const py::iterable& values, bool overwrite,
                                            const py::object& parents, int timeout_ms = 0) {
     std::vector<BlockKey> ks = ToKeys(keys);
-    std::vector<BlockKey> ps;
-    if (!parents.is_none()) {
-      for (const py::handle& h : parents) ps.push_back(h.is_none() ? BlockKey{} : ToKey(h));
-      if (ps.size() != ks.size()) throw py::value_error("keys and parents differ in length");
-    }
-    std::vector<py::object> objs;
-    for (const py::handle& h : values) objs.push_back(AsBufferObject(h));
-    if (objs.size() != ks.size()) throw py::value_error("keys and values differ in length");
-    std::vector<Buffer> bufs;
-    bufs.reserve(objs.size());
-    for (auto& o : objs) bufs.emplace_back(o, false);
+    std::vector<BlockKey> ps = Parents(parents, ks.size());
+    std::vector<Buffer> bufs = Buffers(values, ks.size(), /*writable=*/false);
     std::vector<PutOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i)
-      ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, ps.empty() ? BlockKey{} : ps[i], {}};
-    Deadline d = FromTimeout(timeout_ms);
-    {
-      py::gil_scoped_release nogil;
-      t.PutOps(ops, overwrite, d);
-    }
-    std::vector<std::string> out;
-    for (auto& op : ops) out.push_back(CodeString(op.status));
-    return out;
+      ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, ps[i], {}};
+    return RunPuts(t, ops, overwrite, FromTimeout(timeout_ms));
   }
 
   // Raw-address forms, for engines that hand over host-pool addresses (SGLang's
@@ -143,13 +112,7 @@ struct Ops {
       ops[i].key = ks[i];
       ops[i].buffer = {reinterpret_cast<std::byte*>(ptrs[i]), sizes[i]};
     }
-    {
-      py::gil_scoped_release nogil;
-      (void)t.GetBatch(ops);
-    }
-    std::vector<int64_t> out(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) out[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
-    return out;
+    return RunGets(t, ops, {}, nullptr);
   }
 
   static std::vector<std::string> BatchPutPtrs(T& t, const py::iterable& keys,
@@ -159,20 +122,53 @@ struct Ops {
     std::vector<BlockKey> ks = ToKeys(keys);
     if (ptrs.size() != ks.size() || sizes.size() != ks.size())
       throw py::value_error("keys, ptrs and sizes differ in length");
-    std::vector<BlockKey> ps;
-    if (!parents.is_none()) {
-      for (const py::handle& h : parents) ps.push_back(h.is_none() ? BlockKey{} : ToKey(h));
-      if (ps.size() != ks.size()) throw py::value_error("keys and parents differ in length");
-    }
+    std::vector<BlockKey> ps = Parents(parents, ks.size());
     std::vector<PutOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i)
-      ops[i] = PutOp{ks[i],
-                     {reinterpret_cast<const std::byte*>(ptrs[i]), sizes[i]},
-                     ps.empty() ? BlockKey{} : ps[i],
-                     {}};
+      ops[i] = PutOp{ks[i], {reinterpret_cast<const std::byte*>(ptrs[i]), sizes[i]}, ps[i], {}};
+    return RunPuts(t, ops, false, {});
+  }
+
+  // The buffers of `objs` (one per key), held for the call.
+  static std::vector<Buffer> Buffers(const py::iterable& objs, size_t n, bool writable) {
+    std::vector<py::object> held;
+    for (const py::handle& h : objs) held.push_back(AsBufferObject(h));
+    if (held.size() != n) throw py::value_error("keys and buffers differ in length");
+    std::vector<Buffer> bufs;
+    bufs.reserve(n);
+    for (auto& o : held) bufs.emplace_back(o, writable);  // a capsule stays alive in Buffer
+    return bufs;
+  }
+
+  // Each block's parent (None: none), or all empty when `parents` is None.
+  static std::vector<BlockKey> Parents(const py::object& parents, size_t n) {
+    if (parents.is_none()) return std::vector<BlockKey>(n);
+    std::vector<BlockKey> ps;
+    for (const py::handle& h : parents) ps.push_back(h.is_none() ? BlockKey{} : ToKey(h));
+    if (ps.size() != n) throw py::value_error("keys and parents differ in length");
+    return ps;
+  }
+
+  // Runs the gets without the GIL; sizes (-1 for any failure) and, if asked, status names.
+  static std::vector<int64_t> RunGets(T& t, std::vector<GetOp>& ops, Deadline d,
+                                      std::vector<std::string>* codes) {
     {
       py::gil_scoped_release nogil;
-      t.PutOps(ops, false);
+      (void)t.GetBatch(ops, d);
+    }
+    std::vector<int64_t> sizes(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
+      if (codes) codes->push_back(CodeString(ops[i].status));
+    }
+    return sizes;
+  }
+
+  static std::vector<std::string> RunPuts(T& t, std::vector<PutOp>& ops, bool overwrite,
+                                          Deadline d) {
+    {
+      py::gil_scoped_release nogil;
+      t.PutOps(ops, overwrite, d);
     }
     std::vector<std::string> out;
     for (auto& op : ops) out.push_back(CodeString(op.status));

@@ -19,6 +19,16 @@ engines::VllmHash Algo(const std::string& name) {
   return *r;
 }
 
+// Digests as Python bytes (pybind would turn a std::string into str).
+std::vector<py::bytes> AsBytes(const std::vector<std::string>& digests) {
+  return {digests.begin(), digests.end()};
+}
+
+// Blocks and chunks are limited to one pickle frame (engine_keys.h).
+void CheckTokensPer(size_t n, const char* what) {
+  if (n == 0 || n > 8192) throw py::value_error(std::string(what) + " in 1..8192");
+}
+
 std::string Bytes(const py::handle& h) {
   if (py::isinstance<py::str>(h)) return h.cast<std::string>();
   return std::string(h.cast<py::bytes>());
@@ -85,12 +95,8 @@ void BindKeys(py::module_& m) {
       "vllm_block_hashes",
       [](const std::string& algo, const std::string& seed, const py::iterable& tokens,
          size_t block_size) {
-        auto toks = Tokens(tokens);
-        if (block_size == 0 || block_size > 8192) throw py::value_error("block_size in 1..8192");
-        std::vector<py::bytes> out;
-        for (auto& h : engines::VllmBlockHashes(Algo(algo), seed, toks, block_size))
-          out.emplace_back(h);
-        return out;
+        CheckTokensPer(block_size, "block_size");
+        return AsBytes(engines::VllmBlockHashes(Algo(algo), seed, Tokens(tokens), block_size));
       },
       py::arg("algo"), py::arg("python_hash_seed"), py::arg("tokens"), py::arg("block_size") = 16,
       "vLLM prefix-caching block hashes (algo: sha256, sha256_cbor, xxhash, xxhash_cbor; "
@@ -103,12 +109,8 @@ void BindKeys(py::module_& m) {
       "lmcache_chunk_hashes",
       [](const std::string& algo, const std::string& seed, const py::iterable& tokens,
          size_t chunk_size) {
-        auto toks = Tokens(tokens);
-        if (chunk_size == 0 || chunk_size > 8192) throw py::value_error("chunk_size in 1..8192");
-        std::vector<py::bytes> out;
-        for (auto& h : engines::LmcacheChunkHashes(Algo(algo), seed, toks, chunk_size))
-          out.emplace_back(h);
-        return out;
+        CheckTokensPer(chunk_size, "chunk_size");
+        return AsBytes(engines::LmcacheChunkHashes(Algo(algo), seed, Tokens(tokens), chunk_size));
       },
       py::arg("algo"), py::arg("python_hash_seed"), py::arg("tokens"), py::arg("chunk_size") = 256);
   e.def(

@@ -525,20 +525,34 @@ TEST(PoolOptionsTest, BadOptionsAreClearErrors) {
   EXPECT_LT(Clock::now() - t0, 3s);
 }
 
-}  // namespace
-}  // namespace kvpool
-
-namespace kvpool {
-namespace {
+// One kvpoold for a test; stopped (resumed first, should the test have left it SIGSTOPped)
+// and its directory removed at the end.
+class OneNode : public ::testing::Test {
+ protected:
+  void StartNode(const std::vector<std::string>& flags) {
+    dir_ = TempDir("node");
+    d_ = std::make_unique<Daemon>(dir_);
+    ASSERT_TRUE(d_->Start(flags)) << d_->output();
+  }
+  void TearDown() override {
+    if (!d_) return;
+    ::kill(d_->pid(), SIGCONT);
+    EXPECT_EQ(d_->Stop(), 0);
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  Daemon& d() { return *d_; }
+  std::string dir_;
+  std::unique_ptr<Daemon> d_;
+};
+class ClientDeadlineTest : public OneNode {};
+class NearCacheTest : public OneNode {};
 
 // Every batch call honours its deadline: a server that stops answering costs the caller the
 // deadline, not request_timeout_ms; items say kTimeout; the next call reconnects and works.
-TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
-  std::string dir = TempDir("deadline");
-  Daemon d(dir);
-  ASSERT_TRUE(d.Start({"--reactors", "1"})) << d.output();
+TEST_F(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
+  StartNode({"--reactors", "1"});
   ClientOptions o;
-  o.address = d.tcp_address();
+  o.address = d().tcp_address();
   o.request_timeout_ms = 5000;
   auto c = Client::Create(o);
   ASSERT_TRUE(c.ok());
@@ -560,8 +574,8 @@ TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
   ASSERT_TRUE((*c)->GetBatch(gets, Deadline::After(2s)).ok());
   for (auto& g : gets) EXPECT_TRUE(g.status.ok());
 
-  ::kill(d.pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d.pid()); }, 3000ms));
+  ::kill(d().pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d().pid()); }, 3000ms));
   auto t0 = Clock::now();
   Status s = (*c)->GetBatch(gets, Deadline::After(80ms));
   auto took = Clock::now() - t0;
@@ -571,7 +585,7 @@ TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
   Status se = (*c)->ExistsBatch(ex, Deadline::After(50ms));
   auto took_exists = Clock::now() - t1;
   auto m = (*c)->MatchPrefix(keys, Deadline::After(50ms));
-  ::kill(d.pid(), SIGCONT);
+  ::kill(d().pid(), SIGCONT);
   EXPECT_EQ(s.code(), Code::kTimeout);
   EXPECT_GE(took, 75ms);
   EXPECT_LT(took, 1000ms);  // the deadline, not the 5 s request timeout
@@ -588,25 +602,15 @@ TEST(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
     ASSERT_TRUE(gets[i].status.ok());
     EXPECT_EQ(bufs[i], vals[i]);
   }
-  EXPECT_EQ(d.Stop(), 0);
-  std::system(("rm -rf '" + dir + "'").c_str());
 }
-
-}  // namespace
-}  // namespace kvpool
-
-namespace kvpool {
-namespace {
 
 // The near cache against a real kvpoold: a prestaged chain is local; a miss ends the
 // prestage at the chain's gap; a stopped server costs the prestage its deadline, never the
 // caller's thread.
-TEST(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
-  std::string dir = TempDir("near");
-  Daemon d(dir);
-  ASSERT_TRUE(d.Start({"--dram", "128MiB"})) << d.output();
+TEST_F(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
+  StartNode({"--dram", "128MiB"});
   ClientOptions co;
-  co.address = d.tcp_address();
+  co.address = d().tcp_address();
   auto writer = Client::Create(co);
   ASSERT_TRUE(writer.ok());
   std::vector<uint32_t> tokens(128 * 16);
@@ -664,14 +668,14 @@ TEST(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
   // A server that stops answering: Prestage returns at once, the prestage ends at its
   // deadline with what it had.
   auto nc3 = make();
-  ::kill(d.pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d.pid()); }, 3000ms));
+  ::kill(d().pid(), SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d().pid()); }, 3000ms));
   auto t0 = Clock::now();
   t = nc3->Prestage(chain, Deadline::After(150ms));
   EXPECT_LT(Clock::now() - t0, 50ms);
   size_t got = nc3->WaitPrestaged(t, Deadline::After(3s));
   auto took = Clock::now() - t0;
-  ::kill(d.pid(), SIGCONT);
+  ::kill(d().pid(), SIGCONT);
   EXPECT_EQ(got, 0u);
   EXPECT_GE(took, 140ms);
   EXPECT_LT(took, 1500ms);
@@ -681,8 +685,6 @@ TEST(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
   size_t early = nc3->WaitPrestaged(t4, Deadline::After(1ms));
   EXPECT_LE(early, 128u);
   EXPECT_EQ(nc3->WaitPrestaged(t4, Deadline::After(10s)), 49u + 1u);  // up to the gap again
-  EXPECT_EQ(d.Stop(), 0);
-  std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

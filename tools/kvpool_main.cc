@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "client_cli.h"
-#include "prestage_bench.h"
 #include "cluster_cli.h"
 #include "common/units.h"
 #include "net_bench.h"
+#include "prestage_bench.h"
 #include "replay.h"
 #include "trace.h"
 

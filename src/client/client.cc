@@ -537,6 +537,8 @@ class Client::Impl {
     DeadlineScope(Impl* i, Deadline d) : impl(i) { impl->deadline_ns_ = d.steady_ns; }
     ~DeadlineScope() { impl->deadline_ns_ = 0; }
   };
+  template <class OpT, class SubmitFn>
+  Status Call(std::span<OpT> ops, Deadline deadline, SubmitFn submit);
 
   const ClientOptions o_;
   const net::Address address_;
@@ -607,32 +609,29 @@ Status Expired(std::span<OpT> ops) {
 }
 }  // namespace
 
-Status Client::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+// A synchronous batch: submit, then wait, under the call's deadline.
+template <class OpT, class SubmitFn>
+Status Client::Impl::Call(std::span<OpT> ops, Deadline deadline, SubmitFn submit) {
   if (deadline.passed()) return Expired(ops);
-  Impl::DeadlineScope scope(impl_.get(), deadline);
-  auto t = impl_->SubmitPut(ops, overwrite);
-  return t.ok() ? impl_->Wait(*t) : t.status();
+  DeadlineScope scope(this, deadline);
+  auto t = submit();
+  return t.ok() ? Wait(*t) : t.status();
+}
+
+Status Client::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+  return impl_->Call(ops, deadline, [&] { return impl_->SubmitPut(ops, overwrite); });
 }
 
 Status Client::GetBatch(std::span<GetOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
-  Impl::DeadlineScope scope(impl_.get(), deadline);
-  auto t = impl_->SubmitGet(ops);
-  return t.ok() ? impl_->Wait(*t) : t.status();
+  return impl_->Call(ops, deadline, [&] { return impl_->SubmitGet(ops); });
 }
 
 Status Client::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
-  Impl::DeadlineScope scope(impl_.get(), deadline);
-  auto t = impl_->SubmitKeys(Op::kExists, ops);
-  return t.ok() ? impl_->Wait(*t) : t.status();
+  return impl_->Call(ops, deadline, [&] { return impl_->SubmitKeys(Op::kExists, ops); });
 }
 
 Status Client::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
-  Impl::DeadlineScope scope(impl_.get(), deadline);
-  auto t = impl_->SubmitKeys(Op::kErase, ops);
-  return t.ok() ? impl_->Wait(*t) : t.status();
+  return impl_->Call(ops, deadline, [&] { return impl_->SubmitKeys(Op::kErase, ops); });
 }
 
 Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {

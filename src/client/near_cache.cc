@@ -214,7 +214,9 @@ class NearCache::Impl {
         }
         t = queue_.front();
         queue_.pop_front();
-        snapshot = jobs_[t];
+        Job& queued = jobs_[t];
+        snapshot.chain = std::move(queued.chain);  // only the worker needs the chain
+        snapshot.deadline = queued.deadline;
       }
       Run(t, snapshot);
     }

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include "common/bytes.h"
 #include "keys/serialize.h"
 
 namespace kvpool::engines {
@@ -90,9 +91,8 @@ std::vector<std::string> SglangPageHashes(std::span<const uint32_t> tokens, size
     std::string buf = prior;
     buf.append(TokenBytes(tokens.subspan(off, page_size)));
     if (xxh3) {
-      uint64_t h = Xxh3_64(buf);
       prior.clear();
-      for (int i = 7; i >= 0; --i) prior.push_back(static_cast<char>(h >> (8 * i)));
+      AppendBe(prior, Xxh3_64(buf), 8);  // format(digest, "016x"): big-endian hex
     } else {
       prior = keys::Sha256(buf);
     }

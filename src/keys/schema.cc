@@ -1,24 +1,13 @@
 #include "kvpool/schema.h"
 
-#include <xxhash.h>
+#include "common/bytes.h"
 
 namespace kvpool {
 namespace {
 
-void Le32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-void Le64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
 void Field(std::string& out, std::string_view s) {
-  Le32(out, static_cast<uint32_t>(s.size()));
+  AppendLe(out, s.size(), 4);
   out.append(s);
-}
-BlockKey FromHash(XXH128_hash_t h) {
-  BlockKey k{h.high64, h.low64};
-  if (k.empty()) k.lo = 1;
-  return k;
 }
 
 }  // namespace
@@ -38,12 +27,12 @@ BlockKey NamespaceSpec::Root() const {
   Field(buf, model);
   Field(buf, layout);
   Field(buf, dtype);
-  Le32(buf, tp_rank);
-  Le32(buf, tp_size);
-  Le32(buf, pp_rank);
-  Le32(buf, pp_size);
+  AppendLe(buf, tp_rank, 4);
+  AppendLe(buf, tp_size, 4);
+  AppendLe(buf, pp_rank, 4);
+  AppendLe(buf, pp_size, 4);
   Field(buf, salt);
-  return FromHash(XXH3_128bits(buf.data(), buf.size()));
+  return KeyFromBytes(buf);  // XXH3_128bits, the zero key mapped to {0, 1}
 }
 
 std::string NamespaceSpec::ToString() const {
@@ -56,13 +45,13 @@ std::string NamespaceSpec::ToString() const {
 
 BlockKey ForeignKey(const BlockKey& root, std::string_view scheme, std::string_view hash) {
   std::string buf;
-  Le64(buf, root.hi);
-  Le64(buf, root.lo);
+  AppendLe(buf, root.hi, 8);
+  AppendLe(buf, root.lo, 8);
   buf += "foreign/";
   buf.append(scheme);
   buf.push_back('\0');
   buf.append(hash);
-  return FromHash(XXH3_128bits(buf.data(), buf.size()));
+  return KeyFromBytes(buf);
 }
 
 }  // namespace kvpool

@@ -5,15 +5,10 @@
 
 #include <cassert>
 
+#include "common/bytes.h"
+
 namespace kvpool::keys {
 namespace {
-
-void Le(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-void Be(std::string& out, uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
 
 // pickle opcodes (Lib/pickle.py).
 constexpr char kProto = '\x80', kFrame = '\x95', kMemoize = '\x94', kStop = '.';
@@ -25,17 +20,17 @@ constexpr char kTuple1 = '\x85', kTuple2 = '\x86', kTuple3 = '\x87';
 void PickleInt(std::string& out, uint32_t v) {
   if (v <= 0xff) {
     out.push_back(kBinInt1);
-    Le(out, v, 1);
+    AppendLe(out, v, 1);
   } else if (v <= 0xffff) {
     out.push_back(kBinInt2);
-    Le(out, v, 2);
+    AppendLe(out, v, 2);
   } else if (v <= 0x7fffffff) {
     out.push_back(kBinInt);
-    Le(out, v, 4);
+    AppendLe(out, v, 4);
   } else {  // a positive value with bit 31 set needs a fifth byte for the sign
     out.push_back(kLong1);
     out.push_back('\x05');
-    Le(out, v, 5);
+    AppendLe(out, v, 5);
   }
 }
 
@@ -44,7 +39,7 @@ std::string Framed(const std::string& body) {
   std::string out{kProto, '\x05'};
   if (body.size() >= 4) {
     out.push_back(kFrame);
-    Le(out, body.size(), 8);
+    AppendLe(out, body.size(), 8);
   }
   out += body;
   return out;
@@ -57,16 +52,16 @@ void CborHead(std::string& out, unsigned major, uint64_t v) {
     out.push_back(static_cast<char>(m | v));
   } else if (v <= 0xff) {
     out.push_back(static_cast<char>(m | 24));
-    Be(out, v, 1);
+    AppendBe(out, v, 1);
   } else if (v <= 0xffff) {
     out.push_back(static_cast<char>(m | 25));
-    Be(out, v, 2);
+    AppendBe(out, v, 2);
   } else if (v <= 0xffffffffull) {
     out.push_back(static_cast<char>(m | 26));
-    Be(out, v, 4);
+    AppendBe(out, v, 4);
   } else {
     out.push_back(static_cast<char>(m | 27));
-    Be(out, v, 8);
+    AppendBe(out, v, 8);
   }
 }
 
@@ -134,8 +129,8 @@ std::string Sha256(std::string_view bytes) {
 std::string Xxh3_128Digest(std::string_view bytes) {
   XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   std::string out;
-  Be(out, h.high64, 8);
-  Be(out, h.low64, 8);
+  AppendBe(out, h.high64, 8);
+  AppendBe(out, h.low64, 8);
   return out;
 }
 

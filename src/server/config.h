@@ -1,9 +1,9 @@
 // kvpoold's configuration: defaults sized from the machine, a TOML file, then flags.
 //
-// The file is a TOML subset: [server], [store], [cluster], [events] and [[tenant]] tables of `key = value`
-// lines; values are "strings", integers, true/false, or ["string", ...] arrays; sizes may
-// be strings with units ("8GiB"). Unknown keys are errors (a typo must not be ignored).
-// Parsing is a pure function of the text (the fuzz target drives it).
+// The file is a TOML subset: [server], [store], [cluster], [events] and [[tenant]] tables
+// of `key = value` lines; values are "strings", integers, true/false, or ["string", ...]
+// arrays; sizes may be strings with units ("8GiB"). Unknown keys are errors (a typo must
+// not be ignored). Parsing is a pure function of the text (the fuzz target drives it).
 #ifndef KVPOOL_SERVER_CONFIG_H_
 #define KVPOOL_SERVER_CONFIG_H_
 

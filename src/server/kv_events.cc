@@ -9,19 +9,15 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace kvpool::server {
 namespace {
 
 std::string Be64(int64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(static_cast<uint64_t>(v) >> (56 - 8 * i));
+  std::string s;
+  AppendBe(s, static_cast<uint64_t>(v), 8);
   return s;
-}
-
-int64_t FromBe64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return static_cast<int64_t>(v);
 }
 
 void PackStr(msgpack_packer* pk, std::string_view s) {
@@ -135,13 +131,11 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
     if (options_.int_hashes) {
       msgpack_pack_uint64(&pk, k.lo);
     } else {
-      unsigned char b[16];
-      for (int i = 0; i < 8; ++i) {
-        b[i] = static_cast<unsigned char>(k.hi >> (56 - 8 * i));
-        b[8 + i] = static_cast<unsigned char>(k.lo >> (56 - 8 * i));
-      }
-      msgpack_pack_bin(&pk, 16);
-      msgpack_pack_bin_body(&pk, b, 16);
+      std::string b;
+      AppendBe(b, k.hi, 8);
+      AppendBe(b, k.lo, 8);
+      msgpack_pack_bin(&pk, b.size());
+      msgpack_pack_bin_body(&pk, b.data(), b.size());
     }
   };
   double ts =
@@ -193,7 +187,8 @@ void KvEventPublisher::ServeReplay() {
     if (more) continue;
     if (frames.size() >= 2 && frames.back().size() == 8) {
       const std::string& id = frames.front();
-      int64_t start = FromBe64(reinterpret_cast<const unsigned char*>(frames.back().data()));
+      auto start = static_cast<int64_t>(
+          ReadBe(reinterpret_cast<const unsigned char*>(frames.back().data()), 8));
       for (const auto& [seq, payload] : history_) {
         if (seq >= start) SendParts(replay_, {id, "", Be64(seq), payload});
       }
