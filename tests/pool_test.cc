@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cluster/etcd.h"
@@ -362,10 +363,18 @@ TEST_F(PoolTest, NodeDeathRestartAndJoin) {
   }
   double share = double(blocks_of("n3") - before) / kNew;
   EXPECT_NEAR(share, 0.25, 0.05);
-  // The nodes watch the member list as well and log who joined.
-  EXPECT_TRUE(
-      WaitFor([&] { return nodes_[0]->output().find("joined: n3@") != std::string::npos; }, 3000ms))
-      << nodes_[0]->output();
+  // The nodes watch the member list as well and log who joined. One change may name
+  // several members ("joined: n1@... n3@..." when the restarted n1 and n3 arrive together).
+  auto logged_join = [&](const std::string& id) {
+    std::istringstream log(nodes_[0]->output());
+    for (std::string line; std::getline(log, line);) {
+      size_t at = line.find("joined:");
+      if (at != std::string::npos && line.find(" " + id + "@", at) != std::string::npos)
+        return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor([&] { return logged_join("n3"); }, 3000ms)) << nodes_[0]->output();
   PoolStatus st = pc.GetStatus(true);
   EXPECT_TRUE(st.membership_ok);
   for (const auto& m : st.members) {
