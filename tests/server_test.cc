@@ -1,15 +1,18 @@
 // Integration tests: a real kvpoold on loopback, driven by the client library and by raw
 // sockets speaking (and breaking) the protocol.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "common/crc32c.h"
@@ -191,7 +194,8 @@ TEST_F(ServerTest, BatchesLargerThanTheServerLimitAreSplit) {
     BlockKey k{i + 1, i * 3 + 1};
     values.push_back(Value(k, 1000 + i * 10));
   }
-  for (uint64_t i = 0; i < 50; ++i) puts.push_back(PutOp{BlockKey{i + 1, i * 3 + 1}, values[i], {}, {}});
+  for (uint64_t i = 0; i < 50; ++i)
+    puts.push_back(PutOp{BlockKey{i + 1, i * 3 + 1}, values[i], {}, {}});
   ASSERT_TRUE(c->PutBatch(puts).ok());
   for (const PutOp& p : puts) EXPECT_TRUE(p.status.ok()) << p.status.ToString();
   std::vector<std::vector<std::byte>> bufs(51, std::vector<std::byte>(4096));
@@ -393,7 +397,8 @@ TEST_F(ServerTest, ClientsThatVanishMidRequestLeaveNothingBehind) {
     Raw raw(daemon_->port());
     ASSERT_TRUE(raw.Hello());
     std::vector<std::byte> meta;
-    for (int i = 0; i < 64; ++i) net::AppendGetItem(meta, net::GetItem{BlockKey{43, 1}, 8 << 20, net::kInline});
+    for (int i = 0; i < 64; ++i)
+      net::AppendGetItem(meta, net::GetItem{BlockKey{43, 1}, 8 << 20, net::kInline});
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(raw.Send(raw.Frame(net::Op::kGet, 64, meta, 0, i + 1)));
   }
   auto c = Connect(daemon_->tcp_address());
@@ -448,10 +453,11 @@ TEST_F(ServerTest, UnreachableServerAnswersUnavailableQuickly) {
 
 TEST_F(ServerTest, TokensAndNamespacesIsolateTenants) {
   std::string config = dir_ + "/kvpoold.toml";
-  std::ofstream(config) << "[server]\nmax_batch = 64\n\n"
-                           "[[tenant]]\nname = \"a\"\ntoken = \"alpha-secret\"\n"
-                           "namespaces = [\"a/*\", \"shared\"]\n\n"
-                           "[[tenant]]\nname = \"b\"\ntoken = \"beta-secret\"\nnamespaces = [\"b/*\", \"shared\"]\n";
+  std::ofstream(config)
+      << "[server]\nmax_batch = 64\n\n"
+         "[[tenant]]\nname = \"a\"\ntoken = \"alpha-secret\"\n"
+         "namespaces = [\"a/*\", \"shared\"]\n\n"
+         "[[tenant]]\nname = \"b\"\ntoken = \"beta-secret\"\nnamespaces = [\"b/*\", \"shared\"]\n";
   StartOrDie({"--config", config});
   auto wrong = Connect(daemon_->tcp_address(), "a/llama", "nope");
   EXPECT_EQ(wrong->Put(BlockKey{1, 1}, Value(BlockKey{1, 1}, 100)).code(), Code::kRefused);
@@ -494,6 +500,44 @@ TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {
   rc = Daemon::RunToExit({"--help"}, &out);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("store.dram_bytes"), std::string::npos);
+}
+
+// The nice value of each thread of `pid`, from /proc/PID/task/TID/stat (field 19).
+std::vector<int> ThreadNiceValues(pid_t pid) {
+  std::vector<int> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    std::getline(f, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));  // past "pid (comm) "
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+      if (i == 19) out.push_back(std::stoi(field));
+    }
+  }
+  return out;
+}
+
+TEST_F(ServerTest, ReactorsRunAtTheirOwnNiceValue) {
+  // Raising a nice value needs no privilege, so this holds for any user; the reactors, and
+  // only they, take it (the main thread and the store's threads keep the process's).
+  ASSERT_TRUE(daemon_->Start({"--reactors", "3", "--reactor-nice", "7"})) << daemon_->output();
+  std::vector<int> nice = ThreadNiceValues(daemon_->pid());
+  int base = ::getpriority(PRIO_PROCESS, 0);
+  EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 3) << ::testing::PrintToString(nice);
+  EXPECT_EQ(std::count(nice.begin(), nice.end(), base), static_cast<long>(nice.size()) - 3);
+  EXPECT_NE(daemon_->output().find("3 reactors at nice 7"), std::string::npos) << daemon_->output();
+  auto c = Connect(daemon_->tcp_address());
+  ASSERT_NE(c, nullptr);
+  std::vector<std::byte> v = Value(KeyFromBytes("nice"), 4096);
+  ASSERT_TRUE(c->Put(KeyFromBytes("nice"), v).ok());
+
+  std::string out;
+  EXPECT_EQ(Daemon::RunToExit({"--reactor-nice", "-21"}, &out), 2);
+  EXPECT_NE(out.find("--reactor-nice: an integer in -20..19"), std::string::npos) << out;
+  EXPECT_EQ(Daemon::RunToExit({"--reactor-nice", "5x"}, &out), 2);
+  EXPECT_NE(out.find("--reactor-nice"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -49,6 +51,20 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log
     _exit(127);
   }
   return pid;
+}
+
+// Gives every thread of `pid` the nice value `nice` (what kvpoold does for its reactors),
+// so a peer can be compared at the same priority.
+Status ReniceThreads(pid_t pid, int nice) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    id_t tid = static_cast<id_t>(std::stoul(e.path().filename().string()));
+    if (::setpriority(PRIO_PROCESS, tid, nice) != 0) {
+      return Status::Refused("--peer-nice " + std::to_string(nice) + ": " + std::strerror(errno));
+    }
+  }
+  return ec ? Status::IoError(dir + ": " + ec.message()) : Status::Ok();
 }
 
 Status WaitForPort(uint16_t port, pid_t pid, const std::string& log) {
@@ -399,6 +415,9 @@ class ProcessTarget : public BenchTarget {
     if (!pid.ok()) return pid.status();
     Adopt(*pid);
     if (Status st = WaitForPort(port_, *pid, log); !st.ok()) return st;
+    if ((kind_ == Kind::kRedis || kind_ == Kind::kMemcached) && env.peer_nice != 0) {
+      if (Status st = ReniceThreads(*pid, env.peer_nice); !st.ok()) return st;
+    }
     if (kind_ == Kind::kKvpoolShm) {  // the Unix socket too, not only the TCP port
       for (int i = 0; i < 500; ++i) {
         auto fd = net::Connect(net::Address{true, {}, 0, unix_path_}, 100);

@@ -52,6 +52,7 @@ struct BenchEnv {
   std::string work_dir;                   // scratch: kvpoold's data dir, the fsync directory
   unsigned busy_poll_us = 0;              // kvpool clients: ClientOptions::busy_poll_us
   std::vector<std::string> kvpoold_args;  // appended to the benchmark's kvpoold command line
+  int peer_nice = 0;  // nice value given to every thread of redis-server and memcached (0: none)
 };
 
 // name: kvpool (TCP), kvpool-shm (Unix socket + shared memory), redis, memcached, echo

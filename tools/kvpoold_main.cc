@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -60,6 +61,10 @@ options:
   --max-batch N          items per request
   --max-connections N    open connections allowed
   --reactors N           event-loop threads (default: one per core)
+  --reactor-nice N       nice value of the reactor threads, -20..19 (default -10,
+                         so the reactors win the CPU from clients and batch jobs on the
+                         same host; needs root or CAP_SYS_NICE, else it is logged and
+                         they run at the process's priority; 0 leaves them alone)
   --no-prefault          do not touch the DRAM tier at start (faster start, slower
                          first puts)
   --etcd ENDPOINTS       register in the pod's member list in etcd (host:port,..)
@@ -198,6 +203,14 @@ int main(int argc, char** argv) {
     } else if (a == "--max-connections") {
       if (!size(&n) || n == 0) return Fail("--max-connections: a positive count");
       c.server.max_connections = static_cast<unsigned>(n);
+    } else if (a == "--reactor-nice") {
+      const char* v = value();
+      char* end = nullptr;
+      long x = v ? std::strtol(v, &end, 10) : 0;
+      if (!v || *v == '\0' || *end != '\0' || x < -20 || x > 19) {
+        return Fail("--reactor-nice: an integer in -20..19");
+      }
+      c.server.reactor_nice = static_cast<int>(x);
     } else if (a == "--reactors") {
       if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
       c.server.reactors = static_cast<unsigned>(n);
@@ -327,7 +340,11 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail("cannot listen: " + server.status().ToString());
   auto& srv = *server;
   Log("listening: native port " + std::to_string(srv->port()) + ", resp port " +
-      std::to_string(srv->resp_port()) + ", " + std::to_string(srv->reactor_count()) + " reactors");
+      std::to_string(srv->resp_port()) + ", " + std::to_string(srv->reactor_count()) +
+      " reactors at nice " + std::to_string(srv->reactor_nice()));
+  if (!srv->reactor_nice_error().empty()) {
+    Log("reactor priority left as it was: " + srv->reactor_nice_error());
+  }
   if (!c.ready_file.empty()) {
     std::string tmp = c.ready_file + ".tmp";
     std::ofstream f(tmp);

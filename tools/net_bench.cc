@@ -45,7 +45,10 @@ usage: kvpool bench [options]
   --work-dir DIR   scratch directory (default kvpool-data/bench)
   --busy-poll-us N kvpool clients poll this long before sleeping on a reply
                    (ClientOptions::busy_poll_us; default 0)
-  --kvpoold-args S extra kvpoold flags, space-separated (e.g. "--reactors 1")
+  --kvpoold-args S extra kvpoold flags, space-separated (e.g. "--reactors 1";
+                   kvpoold's reactors run at nice -10 unless "--reactor-nice 0")
+  --peer-nice N    run every thread of redis-server and memcached at nice N (e.g. -10,
+                   the priority kvpoold gives its reactors; default 0: as started)
   --json PATH      also write every row and the ratios as JSON
   --quick          a few milliseconds per configuration (smoke test)
 Servers are started on loopback by the benchmark and stopped by PID when done.
@@ -274,6 +277,7 @@ int NetBench(int argc, char** argv) {
   double seconds = 1.0;
   unsigned busy_poll_us = 0;
   std::vector<std::string> kvpoold_args;
+  int peer_nice = 0;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -333,6 +337,12 @@ int NetBench(int argc, char** argv) {
     } else if (a == "--kvpoold-args") {
       std::istringstream words(value());
       for (std::string w; words >> w;) kvpoold_args.push_back(w);
+    } else if (a == "--peer-nice") {
+      peer_nice = std::atoi(value().c_str());
+      if (peer_nice < -20 || peer_nice > 19) {
+        std::fprintf(stderr, "kvpool bench: --peer-nice: -20..19\n");
+        return 2;
+      }
     } else if (a == "--quick") {
       seconds = 0.05;
     } else {
@@ -346,6 +356,7 @@ int NetBench(int argc, char** argv) {
   env.work_dir = work;
   env.busy_poll_us = busy_poll_us;
   env.kvpoold_args = kvpoold_args;
+  env.peer_nice = peer_nice;
   char exe[4096] = {};
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string dir = n > 0 ? std::string(exe, n) : "";

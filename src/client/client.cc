@@ -98,7 +98,7 @@ class Client::Impl {
     std::vector<std::byte> frame(net::kHeaderBytes);
     net::SealHeader(h, meta, frame.data());
     frame.insert(frame.end(), meta.begin(), meta.end());
-    Status s = shm_ ? net::SendWithFd(fd_.get(), frame, memfd_.get()) : SendAll(frame, {});
+    Status s = shm_ ? net::SendWithFd(fd_.get(), frame, memfd_.get()) : SendAll(frame, {}, {});
     if (!s.ok()) return s;
     net::Header r;
     std::vector<std::byte> rmeta;
@@ -118,10 +118,13 @@ class Client::Impl {
   }
 
   // --- framing ------------------------------------------------------------------------
-  Status SendAll(std::span<const std::byte> head, std::span<const iovec> data) {
+  // Sends the header, the metadata and the values in one gathered write (no staging copy).
+  Status SendAll(std::span<const std::byte> head, std::span<const std::byte> meta,
+                 std::span<const iovec> data) {
     std::vector<iovec> iov;
-    iov.reserve(1 + data.size());
+    iov.reserve(2 + data.size());
     iov.push_back(iovec{const_cast<std::byte*>(head.data()), head.size()});
+    if (!meta.empty()) iov.push_back(iovec{const_cast<std::byte*>(meta.data()), meta.size()});
     iov.insert(iov.end(), data.begin(), data.end());
     size_t i = 0;
     while (i < iov.size()) {
@@ -266,10 +269,9 @@ class Client::Impl {
     h.request_id = p.id = ++next_id_;
     h.opcode = static_cast<uint8_t>(p.op);
     h.meta_len = static_cast<uint32_t>(meta.size());
-    std::vector<std::byte> head(net::kHeaderBytes + meta.size());
-    net::SealHeader(h, meta, head.data());
-    if (!meta.empty()) std::memcpy(head.data() + net::kHeaderBytes, meta.data(), meta.size());
-    if (Status s = SendAll(head, data); !s.ok()) {
+    std::byte head[net::kHeaderBytes];
+    net::SealHeader(h, meta, head);
+    if (Status s = SendAll(head, meta, data); !s.ok()) {
       Complete(p, s);
       Disconnect(s);
       return s;
@@ -496,8 +498,7 @@ class Client::Impl {
     for (size_t i = 0; i < chain.size(); i += limits_.max_batch) {
       size_t n = std::min<size_t>(limits_.max_batch, chain.size() - i);
       std::vector<std::byte> meta;
-      meta.reserve(n * net::kKeyBytes);
-      for (size_t k = 0; k < n; ++k) net::AppendKey(meta, chain[i + k]);
+      net::AppendKeys(meta, chain.subspan(i, n));
       net::Header h;
       h.count = static_cast<uint32_t>(n);
       size_t got = 0;

@@ -23,9 +23,9 @@ T Get(const std::byte* p) {
 }
 template <typename T>
 void Append(std::vector<std::byte>& out, T v) {
-  size_t n = out.size();
-  out.resize(n + sizeof(T));
-  Put(out.data() + n, v);
+  std::byte b[sizeof(T)];  // a range insert: no zero fill, unlike resize
+  Put(b, v);
+  out.insert(out.end(), b, b + sizeof(T));
 }
 
 bool KnownOp(uint8_t op) { return op >= 1 && op <= static_cast<uint8_t>(Op::kPing); }
@@ -71,8 +71,8 @@ Status CheckHeader(const Header& h, const Limits& limits, bool is_response) {
   if (h.magic != kMagic) return Status::InvalidArgument("bad magic: not a kvpool frame");
   if (h.version != kVersion) {
     return Status::InvalidArgument("protocol version " + std::to_string(h.version) +
-                                   " not supported (this side speaks " +
-                                   std::to_string(kVersion) + ")");
+                                   " not supported (this side speaks " + std::to_string(kVersion) +
+                                   ")");
   }
   bool response = (h.opcode & kResponseBit) != 0;
   if (response != is_response || !KnownOp(h.opcode & ~kResponseBit)) {
@@ -99,8 +99,21 @@ bool CheckCrc(const Header& h, const std::byte header_bytes[kHeaderBytes],
 }
 
 void AppendKey(std::vector<std::byte>& out, const BlockKey& key) {
-  Append(out, key.hi);
-  Append(out, key.lo);
+  std::byte b[kKeyBytes];
+  Put(b, key.hi);
+  Put(b + 8, key.lo);
+  out.insert(out.end(), b, b + kKeyBytes);
+}
+
+void AppendKeys(std::vector<std::byte>& out, std::span<const BlockKey> keys) {
+  size_t at = out.size();
+  out.resize(at + keys.size() * kKeyBytes);
+  std::byte* p = out.data() + at;
+  for (const BlockKey& k : keys) {
+    Put(p, k.hi);
+    Put(p + 8, k.lo);
+    p += kKeyBytes;
+  }
 }
 
 void AppendPutItem(std::vector<std::byte>& out, const PutItem& item) {
@@ -193,8 +206,8 @@ Result<HelloRequest> DecodeHello(std::span<const std::byte> meta) {
 
 Limits DecodeLimits(std::span<const std::byte> meta) {
   Limits l;
-  uint64_t* fields[] = {&l.max_batch,   &l.max_value_bytes, &l.max_request_bytes,
-                        &l.max_meta_bytes, &l.shm_enabled};
+  uint64_t* fields[] = {&l.max_batch, &l.max_value_bytes, &l.max_request_bytes, &l.max_meta_bytes,
+                        &l.shm_enabled};
   for (size_t i = 0; i < 5 && (i + 1) * 8 <= meta.size(); ++i) {
     *fields[i] = Get<uint64_t>(meta.data() + i * 8);
   }
@@ -204,14 +217,18 @@ Limits DecodeLimits(std::span<const std::byte> meta) {
 bool MetaSizeMatches(Op op, uint32_t count, uint32_t meta_len) {
   uint64_t n = count;
   switch (op) {
-    case Op::kPut: return meta_len == n * kPutItemBytes;
-    case Op::kGet: return meta_len == n * kGetItemBytes;
+    case Op::kPut:
+      return meta_len == n * kPutItemBytes;
+    case Op::kGet:
+      return meta_len == n * kGetItemBytes;
     case Op::kExists:
     case Op::kErase:
-    case Op::kMatch: return meta_len == n * kKeyBytes;
+    case Op::kMatch:
+      return meta_len == n * kKeyBytes;
     case Op::kHello:
     case Op::kStat:
-    case Op::kPing: return true;
+    case Op::kPing:
+      return true;
   }
   return false;
 }

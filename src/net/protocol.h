@@ -120,6 +120,7 @@ bool CheckCrc(const Header& h, const std::byte header_bytes[kHeaderBytes],
               std::span<const std::byte> meta);
 
 void AppendKey(std::vector<std::byte>& out, const BlockKey& key);
+void AppendKeys(std::vector<std::byte>& out, std::span<const BlockKey> keys);
 void AppendPutItem(std::vector<std::byte>& out, const PutItem& item);
 void AppendGetItem(std::vector<std::byte>& out, const GetItem& item);
 void AppendResponseItem(std::vector<std::byte>& out, const ResponseItem& item);
@@ -140,8 +141,7 @@ bool MetaSizeMatches(Op op, uint32_t count, uint32_t meta_len);
 // Parses a whole request frame held in memory (header, meta, data) and checks every
 // item's lengths against the frame: the fuzz target's entry point, and the server's
 // check once meta is in (data may be absent: data_available = false).
-Status ValidateRequest(std::span<const std::byte> frame, const Limits& limits,
-                       bool data_available);
+Status ValidateRequest(std::span<const std::byte> frame, const Limits& limits, bool data_available);
 
 }  // namespace kvpool::net
 

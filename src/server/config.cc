@@ -133,6 +133,19 @@ Setter Size(std::function<void(DaemonConfig*, uint64_t)> set, uint64_t max = ~0u
   };
 }
 
+Setter Int(std::function<void(DaemonConfig*, long long)> set, long long min, long long max) {
+  return [set, min, max](const Value& v, DaemonConfig* c) -> Status {
+    auto* i = std::get_if<long long>(&v);
+    if (!i) return Status::InvalidArgument("expected an integer");
+    if (*i < min || *i > max) {
+      return Status::InvalidArgument("must be in " + std::to_string(min) + ".." +
+                                     std::to_string(max));
+    }
+    set(c, *i);
+    return Status::Ok();
+  };
+}
+
 Setter Str(std::function<void(DaemonConfig*, std::string)> set) {
   return [set](const Value& v, DaemonConfig* c) -> Status {
     auto s = AsString(v);
@@ -162,6 +175,9 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.reactors",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.reactors = unsigned(n); }, 256),
         "event-loop threads (default: one per core)"}},
+      {"server.reactor_nice",
+       {Int([](DaemonConfig* c, long long n) { c->server.reactor_nice = int(n); }, -20, 19),
+        "nice value of the reactor threads, -20..19 (default -10; 0 leaves them alone)"}},
       {"server.max_connections",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20),
         "connections beyond this are closed at accept (default 1024)"}},

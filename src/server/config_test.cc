@@ -19,6 +19,7 @@ listen = "127.0.0.1:9000"   # trailing comment
 resp_listen = ""
 max_batch = 16
 max_request_bytes = "64MiB"
+reactor_nice = -5
 
 [store]
 dram_bytes = "512MiB"
@@ -45,6 +46,7 @@ namespaces = ["a/*", "shared"]
   EXPECT_EQ(c.server.resp_listen, "");
   EXPECT_EQ(c.server.limits.max_batch, 16u);
   EXPECT_EQ(c.server.limits.max_request_bytes, 64 * kMiB);
+  EXPECT_EQ(c.server.reactor_nice, -5);
   EXPECT_EQ(c.store.dram_bytes, 512 * kMiB);
   EXPECT_EQ(c.store.flash_bytes, 0u);
   EXPECT_EQ(c.store.admission, Admission::kAll);
@@ -71,6 +73,8 @@ TEST(Config, ErrorsNameTheLine) {
   EXPECT_NE(err("[server]\nlisten = \"unterminated\n").find("line 2"), std::string::npos);
   EXPECT_NE(err("[[tenant]]\nname = \"t\"\n").find("without a token"), std::string::npos);
   EXPECT_NE(err("[store]\nadmission = \"lru\"\n").find("probation"), std::string::npos);
+  EXPECT_NE(err("[server]\nreactor_nice = 20\n").find("-20..19"), std::string::npos);
+  EXPECT_NE(err("[server]\nreactor_nice = \"high\"\n").find("integer"), std::string::npos);
 }
 
 TEST(Units, ParseAndFormatSizes) {

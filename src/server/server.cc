@@ -2,12 +2,14 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <latch>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,7 +35,8 @@ class Reactor {
   Status Init(int native, int resp, int unix_fd) {
     epoll_ = epoll_create1(EPOLL_CLOEXEC);
     wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_ < 0 || wake_ < 0) return Status::IoError("epoll/eventfd: " + std::string(strerror(errno)));
+    if (epoll_ < 0 || wake_ < 0)
+      return Status::IoError("epoll/eventfd: " + std::string(strerror(errno)));
     auto add = [&](int fd, Listener l, uint32_t extra) {
       if (fd < 0) return;
       epoll_event ev{};
@@ -178,8 +181,8 @@ std::string ServerStats::ToString() const {
   std::ostringstream o;
   o << "connections: " << connections_open << " open, " << connections_accepted << " accepted, "
     << connections_refused << " refused\n"
-    << "requests: " << requests << ", protocol errors " << protocol_errors
-    << ", auth failures " << auth_failures << "\n"
+    << "requests: " << requests << ", protocol errors " << protocol_errors << ", auth failures "
+    << auth_failures << "\n"
     << "bytes: " << bytes_in << " in, " << bytes_out << " out\n";
   return o.str();
 }
@@ -210,13 +213,36 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Stor
     if (!fd.ok()) return fd.status();
     s->unix_ = std::move(fd).value();
   }
-  unsigned n = options.reactors ? options.reactors : std::max(1u, std::thread::hardware_concurrency());
+  unsigned n =
+      options.reactors ? options.reactors : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
     auto r = std::make_unique<Reactor>(*s);
     if (Status st = r->Init(s->tcp_.get(), s->resp_.get(), s->unix_.get()); !st.ok()) return st;
     s->reactors_.push_back(std::move(r));
   }
-  for (auto& r : s->reactors_) s->threads_.emplace_back([p = r.get()] { p->Run(); });
+  // Each reactor sets its own thread's nice value (Linux: per thread) before it serves;
+  // Start returns once all have tried, so the result can be logged.
+  std::latch niced(static_cast<std::ptrdiff_t>(n));
+  std::vector<int> errors(n, 0);
+  const int nice = options.reactor_nice;
+  for (unsigned i = 0; i < n; ++i) {
+    s->threads_.emplace_back([p = s->reactors_[i].get(), nice, &niced, err = &errors[i]] {
+      if (nice != 0 && ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice) != 0) {
+        *err = errno;
+      }
+      niced.count_down();
+      p->Run();
+    });
+  }
+  niced.wait();
+  s->reactor_nice_ = nice;
+  for (int e : errors) {
+    if (e == 0) continue;
+    s->reactor_nice_ = ::getpriority(PRIO_PROCESS, 0);
+    s->reactor_nice_error_ = std::string("nice ") + std::to_string(nice) + ": " + std::strerror(e) +
+                             " (needs CAP_SYS_NICE or RLIMIT_NICE)";
+    break;
+  }
   return s;
 }
 
