@@ -1,6 +1,8 @@
 #include "faulty_device.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace kvpool::testing {
@@ -23,8 +25,12 @@ void FaultyDevice::SubmitImpl(std::span<io::IoRequest* const> requests) {
   std::vector<Fault> faults(requests.size(), kNone);
   std::vector<io::IoRequest> pass;
   std::vector<size_t> pass_of;
+  unsigned delay_ms = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (io::IoRequest* r : requests) {
+      if (r->op == io::IoRequest::Op::kRead) delay_ms = plan_.read_delay_ms;
+    }
     std::uniform_real_distribution<double> u(0, 1);
     for (size_t i = 0; i < requests.size(); ++i) {
       bool read = requests[i]->op == io::IoRequest::Op::kRead;
@@ -56,6 +62,8 @@ void FaultyDevice::SubmitImpl(std::span<io::IoRequest* const> requests) {
     pass.push_back(r);
     pass_of.push_back(i);
   }
+  if (delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));  // a slow device
   inner_->Submit(pass);
   for (size_t i = 0; i < requests.size(); ++i) {
     if (faults[i] == kEio) requests[i]->status = Status::IoError("injected EIO");

@@ -15,11 +15,12 @@
 namespace kvpool::testing {
 
 struct FaultPlan {
-  double read_eio = 0;       // probability a read fails with EIO
-  double read_short = 0;     // probability a read loses its last page (reported as success)
-  double read_flip = 0;      // probability a read succeeds with one bit flipped
-  double write_eio = 0;      // probability a write fails
-  bool device_full = false;  // every write fails with ENOSPC
+  double read_eio = 0;         // probability a read fails with EIO
+  double read_short = 0;       // probability a read loses its last page (reported as success)
+  double read_flip = 0;        // probability a read succeeds with one bit flipped
+  double write_eio = 0;        // probability a write fails
+  bool device_full = false;    // every write fails with ENOSPC
+  unsigned read_delay_ms = 0;  // every batch with a read in it takes this much longer
 };
 
 class FaultyDevice final : public io::Device {

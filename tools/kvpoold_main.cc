@@ -61,6 +61,8 @@ options:
   --max-batch N          items per request
   --max-connections N    open connections allowed
   --reactors N           event-loop threads (default: one per core)
+  --io-threads N         threads that serve gets from flash, so a reactor never waits
+                         on the device (default 2)
   --reactor-nice N       nice value of the reactor threads, -20..19 (default -10,
                          so the reactors win the CPU from clients and batch jobs on the
                          same host; needs root or CAP_SYS_NICE, else it is logged and
@@ -211,6 +213,9 @@ int main(int argc, char** argv) {
         return Fail("--reactor-nice: an integer in -20..19");
       }
       c.server.reactor_nice = static_cast<int>(x);
+    } else if (a == "--io-threads") {
+      if (!size(&n) || n == 0 || n > 64) return Fail("--io-threads: 1..64");
+      c.server.io_threads = static_cast<unsigned>(n);
     } else if (a == "--reactors") {
       if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
       c.server.reactors = static_cast<unsigned>(n);

@@ -131,6 +131,10 @@ class Store {
   // A view of the value in place (DRAM hit: no copy; flash hit: read into memory the view
   // owns). kNotFound on a miss. Counts as a use, like Get.
   virtual Result<BlockView> Read(const BlockKey& key) = 0;
+  // Read without waiting for flash: a DRAM hit gives its view, a block held only on flash
+  // gives kBusy (nothing counted: call Read for it where waiting is fine, as a server's
+  // I/O thread does), and a miss kNotFound. For event loops that must never block.
+  virtual Result<BlockView> ReadResident(const BlockKey& key) = 0;
   virtual bool Exists(const BlockKey& key) = 0;
   virtual Status Erase(const BlockKey& key) = 0;
 

@@ -457,11 +457,13 @@ Result<size_t> TieredStore::Get(const BlockKey& key, std::span<std::byte> buffer
   return op.size;
 }
 
-Result<BlockView> TieredStore::Read(const BlockKey& key) {
+// The DRAM part of a read: a pinned view of a resident block, or (view empty) the size
+// of a flash-only copy in *flash_size (0: not held).
+BlockView TieredStore::PinResident(const BlockKey& key, size_t* flash_size) {
   uint64_t t0 = NowNanos();
   Index::Shard& shard = index_.ShardFor(key);
   BlockView view;
-  size_t size = 0;
+  *flash_size = 0;
   {
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
@@ -473,7 +475,7 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
       view.data_ = std::span<const std::byte>(dram_->Data(id), e->size());
       view.crc_ = e->crc;
     } else if (e) {
-      size = e->size();
+      *flash_size = e->size();
     }
   }
   if (view.owner_) {
@@ -481,8 +483,22 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
     c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
     dram_->Touch(view.record_);
     get_dram_hist_.Record(NowNanos() - t0);
-    return view;
   }
+  return view;
+}
+
+Result<BlockView> TieredStore::ReadResident(const BlockKey& key) {
+  size_t size = 0;
+  BlockView view = PinResident(key, &size);
+  if (view.owner_) return view;
+  if (size > 0) return Status::Busy("held on flash only");
+  return Read(key);  // absent: Read counts and answers the miss (and cleans a stale entry)
+}
+
+Result<BlockView> TieredStore::Read(const BlockKey& key) {
+  size_t size = 0;
+  BlockView view = PinResident(key, &size);
+  if (view.owner_) return view;
   if (size == 0) {  // absent (or flash-stale: GetBatch counts and cleans that case)
     GetOp op;
     op.key = key;

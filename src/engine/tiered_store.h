@@ -44,6 +44,7 @@ class TieredStore final : public Store {
   Status CommitVerified(Reservation reservation, uint32_t expected_crc) override;
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
   Result<BlockView> Read(const BlockKey& key) override;
+  Result<BlockView> ReadResident(const BlockKey& key) override;
   bool Exists(const BlockKey& key) override;
   Status Erase(const BlockKey& key) override;
   void PutBatch(std::span<PutOp> ops) override;
@@ -74,6 +75,7 @@ class TieredStore final : public Store {
   TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
               std::unique_ptr<io::Device> device);
   Status CheckSize(size_t size) const;
+  BlockView PinResident(const BlockKey& key, size_t* flash_size);
   // A DRAM record for `size` bytes, evicting as needed. `may_write`: eviction may write
   // dirty blocks to flash (put path); otherwise it only drops (read path). kNoRecord if
   // no room could be made.

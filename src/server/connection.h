@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kvpool/store.h"
@@ -19,15 +20,37 @@ namespace kvpool::server {
 class Server;
 // Written only by the owning reactor's thread (uncontended); read by Server::GetStats.
 struct ReactorCounters {
-  std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0},
-      auth_failures{0}, bytes_in{0}, bytes_out{0};
+  std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0}, auth_failures{0},
+      bytes_in{0}, bytes_out{0};
 };
 
 enum class Next {
   kRead,   // wait until readable
   kWrite,  // wait until writable
   kAgain,  // more buffered work: run again after other connections had a turn
+  kWait,   // an offloaded job is running: no interest until it finishes
   kClose,
+};
+
+class Connection;
+
+// Blocking work (a flash read) a connection hands off so that its reactor never waits on
+// a device: Run() on one of the server's I/O threads, then Finish() on the reactor's
+// thread with the connection, if it is still open (if not, the job is just destroyed).
+class OffloadJob {
+ public:
+  virtual ~OffloadJob() = default;
+  virtual void Run() = 0;
+  virtual void Finish(Connection& c) = 0;
+};
+
+// What a connection may ask of the reactor that owns it.
+class ReactorContext {
+ public:
+  virtual void Offload(Connection& c, std::shared_ptr<OffloadJob> job) = 0;
+
+ protected:
+  ~ReactorContext() = default;
 };
 
 class Connection {
@@ -37,6 +60,12 @@ class Connection {
   virtual ~Connection() = default;
   virtual Next Drive() = 0;
   int fd() const { return fd_.get(); }
+  // Set by the reactor once, before the first Drive; id is unique within the process.
+  void Attach(ReactorContext* reactor, uint64_t id) {
+    reactor_ = reactor;
+    id_ = id;
+  }
+  uint64_t id() const { return id_; }
   // The interest the reactor last registered for this connection.
   Next registered = Next::kRead;
 
@@ -52,6 +81,8 @@ class Connection {
   Server& server_;
   net::Fd fd_;
   ReactorCounters& counters_;
+  ReactorContext* reactor_ = nullptr;  // null: blocking work runs inline
+  uint64_t id_ = 0;
   std::vector<std::byte> out_bytes_;
   std::vector<BlockView> views_;  // keep the queued blocks pinned until sent
 

@@ -51,7 +51,8 @@ NativeConnection::~NativeConnection() {
 }
 
 void NativeConnection::PublishSent() {
-  if (shm_) {
+  // While a get waits on flash, hdr_ is that request's: its answer has not gone out yet.
+  if (shm_ && !waiting_) {
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(shm_))
         .store(hdr_.request_id, std::memory_order_release);
   }
@@ -64,7 +65,8 @@ Next NativeConnection::Drive() {
     PublishSent();
   }
   if (state_ == State::kClosing) return Next::kClose;
-  for (int turn = 0; turn < kFramesPerTurn; ++turn) {
+  if (waiting_) return Next::kWait;
+  for (int turn = 0; turn < kFramesPerTurn && !waiting_; ++turn) {
     if (state_ == State::kData) {
       Io r = ReceiveData();
       if (r == Io::kBlocked) return Next::kRead;
@@ -94,7 +96,7 @@ Next NativeConnection::Drive() {
     }
     if (state_ == State::kClosing) return Next::kClose;
   }
-  return Next::kAgain;
+  return waiting_ ? Next::kWait : Next::kAgain;
 }
 
 NativeConnection::Io NativeConnection::Fill() {
@@ -176,7 +178,8 @@ void NativeConnection::ReplyError(Code code, std::string_view message, bool clos
   size_t at = out_bytes_.size();
   out_bytes_.resize(at + kHeaderBytes + message.size());
   net::SealHeader(h, {}, out_bytes_.data() + at);
-  if (!message.empty()) std::memcpy(out_bytes_.data() + at + kHeaderBytes, message.data(), message.size());
+  if (!message.empty())
+    std::memcpy(out_bytes_.data() + at + kHeaderBytes, message.data(), message.size());
   QueueOwned(at, kHeaderBytes + message.size());
   if (close) state_ = State::kClosing;
 }
@@ -206,13 +209,18 @@ void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
     return;
   }
   switch (op) {
-    case Op::kHello: return DoHello(meta);
-    case Op::kPut: return DoPut(meta);
-    case Op::kGet: return DoGet(meta);
+    case Op::kHello:
+      return DoHello(meta);
+    case Op::kPut:
+      return DoPut(meta);
+    case Op::kGet:
+      return DoGet(meta);
     case Op::kExists:
     case Op::kErase:
-    case Op::kMatch: return DoKeys(op, meta);
-    case Op::kStat: return DoStat();
+    case Op::kMatch:
+      return DoKeys(op, meta);
+    case Op::kStat:
+      return DoStat();
     case Op::kPing:
       ping_data_.resize(hdr_.data_len);
       targets_.assign(1, Target{ping_data_.data(), hdr_.data_len});
@@ -239,7 +247,8 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     struct stat st {};
     int seals = fcntl(passed_fd_, F_GET_SEALS);
     if (fstat(passed_fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < hello->shm_bytes ||
-        hello->shm_bytes <= net::kShmControlBytes || hello->shm_bytes > server_.options().max_shm_bytes) {
+        hello->shm_bytes <= net::kShmControlBytes ||
+        hello->shm_bytes > server_.options().max_shm_bytes) {
       return ReplyError(Code::kInvalidArgument, "shared-memory region missing or too large", true);
     }
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {  // a shrinking region would SIGBUS us
@@ -247,7 +256,8 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
                         "shared-memory fd must be a memfd sealed with F_SEAL_SHRINK", true);
     }
     void* p = ::mmap(nullptr, hello->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, passed_fd_, 0);
-    if (p == MAP_FAILED) return ReplyError(Code::kIoError, "mmap of the client's region failed", true);
+    if (p == MAP_FAILED)
+      return ReplyError(Code::kIoError, "mmap of the client's region failed", true);
     shm_ = static_cast<std::byte*>(p);
     shm_size_ = hello->shm_bytes;
     limits.shm_enabled = 1;
@@ -281,7 +291,8 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
       s = Status::InvalidArgument("empty value");
     } else if (it.len > max_value) {
       s = Status::TooLarge("value over max_value_bytes");
-    } else if (from_shm && (!shm_ || it.shm_offset > shm_size_ || it.len > shm_size_ - it.shm_offset)) {
+    } else if (from_shm &&
+               (!shm_ || it.shm_offset > shm_size_ || it.len > shm_size_ - it.shm_offset)) {
       s = Status::InvalidArgument("value outside the shared-memory region");
     } else if (it.key.empty()) {
       s = Status::InvalidArgument("the zero key is reserved");
@@ -303,8 +314,8 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
         std::memcpy(reservations_[i].data().data(), shm_ + it.shm_offset, it.len);
       }
     } else {
-      targets_.push_back(Target{reservations_[i].valid() ? reservations_[i].data().data() : nullptr,
-                                it.len});
+      targets_.push_back(
+          Target{reservations_[i].valid() ? reservations_[i].data().data() : nullptr, it.len});
     }
   }
   BeginData(After::kPut);
@@ -376,19 +387,74 @@ void NativeConnection::FinishPut() {
   QueueOwned(at, out_bytes_.size() - at);
 }
 
+// A get with blocks on flash: the reads run on an I/O thread, the answer on the reactor.
+class GetJob final : public OffloadJob {
+ public:
+  GetJob(Store* store, std::vector<net::GetItem> items, std::vector<BlockKey> keys,
+         std::vector<Result<BlockView>> views)
+      : store_(store), items_(std::move(items)), keys_(std::move(keys)), views_(std::move(views)) {}
+  void Run() override {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      if (views_[i].status().code() == Code::kBusy) views_[i] = store_->Read(keys_[i]);
+    }
+  }
+  void Finish(Connection& c) override {
+    auto& nc = static_cast<NativeConnection&>(c);
+    nc.waiting_ = false;
+    nc.FinishGet(items_, views_);
+  }
+
+ private:
+  Store* store_;
+  std::vector<net::GetItem> items_;
+  std::vector<BlockKey> keys_;
+  std::vector<Result<BlockView>> views_;
+};
+
 void NativeConnection::DoGet(std::span<const std::byte> meta) {
   Store* store = server_.store();
+  std::vector<net::GetItem> items(hdr_.count);
+  std::vector<BlockKey> keys(hdr_.count);
+  std::vector<Result<BlockView>> views;
+  views.reserve(hdr_.count);
+  bool on_flash = false;
+  for (uint32_t i = 0; i < hdr_.count; ++i) {
+    items[i] = net::DecodeGetItem(meta.data() + i * net::kGetItemBytes);
+    if (items[i].key.empty()) {
+      views.emplace_back(Status::NotFound());
+      continue;
+    }
+    keys[i] = scope_.Key(items[i].key);
+    views.push_back(store->ReadResident(keys[i]));
+    on_flash |= views.back().status().code() == Code::kBusy;
+  }
+  if (!on_flash) {
+    FinishGet(items, views);
+    return;
+  }
+  auto job = std::make_shared<GetJob>(store, std::move(items), std::move(keys), std::move(views));
+  if (!reactor_) {  // no reactor to come back to: read here
+    job->Run();
+    job->Finish(*this);
+    return;
+  }
+  waiting_ = true;
+  reactor_->Offload(*this, std::move(job));
+}
+
+void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
+                                 std::vector<Result<BlockView>>& views) {
   std::vector<std::byte> m;
-  m.reserve(hdr_.count * net::kResponseItemBytes);
+  m.reserve(items.size() * net::kResponseItemBytes);
   uint64_t data_len = 0;
   size_t first_view = views_.size();
-  for (uint32_t i = 0; i < hdr_.count; ++i) {
-    net::GetItem it = net::DecodeGetItem(meta.data() + i * net::kGetItemBytes);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const net::GetItem& it = items[i];
+    Result<BlockView>& view = views[i];
     net::ResponseItem r;
-    auto view = it.key.empty() ? Result<BlockView>(Status::NotFound()) : store->Read(scope_.Key(it.key));
     if (!view.ok()) {
-      r.code = static_cast<uint8_t>(view.status().code() == Code::kCorruption ? Code::kNotFound
-                                                                              : view.status().code());
+      r.code = static_cast<uint8_t>(
+          view.status().code() == Code::kCorruption ? Code::kNotFound : view.status().code());
     } else {
       std::span<const std::byte> v = view->data();
       r.size = v.size();

@@ -6,6 +6,10 @@
 // read buffer); GET values are sent straight from pinned DRAM records (sendmsg of views).
 // Over the Unix socket with a shared-memory region, values skip the socket: the server
 // copies between the region and DRAM (one copy).
+//
+// A get of a block held only on flash never waits on the reactor: the request goes to the
+// server's I/O threads (Store::Read there), the connection stops reading frames until the
+// answer is back, and the reactor serves its other connections meanwhile.
 #ifndef KVPOOL_SERVER_NATIVE_CONNECTION_H_
 #define KVPOOL_SERVER_NATIVE_CONNECTION_H_
 
@@ -34,7 +38,7 @@ class NativeConnection final : public Connection {
     size_t len;
   };
 
-  Io Fill();        // reads what the socket has into in_
+  Io Fill();          // reads what the socket has into in_
   Parse ParseNext();  // is a whole header + meta buffered? (kBad: replied and closing)
   void HandleFrame(std::span<const std::byte> meta);
   Io ReceiveData();
@@ -45,6 +49,9 @@ class NativeConnection final : public Connection {
   void DoPut(std::span<const std::byte> meta);
   void FinishPut();
   void DoGet(std::span<const std::byte> meta);
+  // Answers a get whose blocks are resolved: views[i] is item i's view or its status.
+  void FinishGet(const std::vector<net::GetItem>& items, std::vector<Result<BlockView>>& views);
+  friend class GetJob;
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
   void FinishPing();
@@ -53,6 +60,7 @@ class NativeConnection final : public Connection {
   std::vector<std::byte> in_;
   size_t in_start_ = 0, in_end_ = 0;
   State state_ = State::kFrame;
+  bool waiting_ = false;  // a get is reading flash on an I/O thread: no further frames yet
   net::Header hdr_;
   bool hello_done_ = false;
   Scope scope_;

@@ -48,7 +48,8 @@ Next RespConnection::Drive() {
   bool failed = false;
   if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
   if (closing_) return Next::kClose;
-  for (int turn = 0; turn < kCommandsPerTurn; ++turn) {
+  if (waiting_) return Next::kWait;
+  for (int turn = 0; turn < kCommandsPerTurn && !waiting_; ++turn) {
     std::string_view buffered(in_.data() + in_start_, in_end_ - in_start_);
     size_t consumed = 0;
     std::string error;
@@ -76,6 +77,7 @@ Next RespConnection::Drive() {
   }
   if (OutputPending() && !Flush(&failed)) return failed ? Next::kClose : Next::kWrite;
   if (closing_) return Next::kClose;
+  if (waiting_) return Next::kWait;
   return in_start_ < in_end_ ? Next::kAgain : Next::kRead;
 }
 
@@ -126,26 +128,75 @@ void RespConnection::ReplyBulk(std::string_view s) {
   Reply("\r\n");
 }
 
-BlockKey RespConnection::KeyOf(std::string_view key) const {
-  return scope_.Key(KeyFromBytes(key));
+BlockKey RespConnection::KeyOf(std::string_view key) const { return scope_.Key(KeyFromBytes(key)); }
+
+// GET or MGET of blocks held only on flash: the reads run on an I/O thread.
+class RespGetJob final : public OffloadJob {
+ public:
+  RespGetJob(Store* store, std::vector<BlockKey> keys, std::vector<Result<BlockView>> views,
+             bool array)
+      : store_(store), keys_(std::move(keys)), views_(std::move(views)), array_(array) {}
+  void Run() override {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      if (views_[i].status().code() == Code::kBusy) views_[i] = store_->Read(keys_[i]);
+    }
+  }
+  void Finish(Connection& c) override {
+    auto& rc = static_cast<RespConnection&>(c);
+    rc.waiting_ = false;
+    rc.ReplyViews(keys_, views_, array_);
+  }
+
+ private:
+  Store* store_;
+  std::vector<BlockKey> keys_;
+  std::vector<Result<BlockView>> views_;
+  bool array_;
+};
+
+void RespConnection::ReplyValues(std::span<const std::string_view> names, bool array) {
+  Store* store = server_.store();
+  std::vector<BlockKey> keys;
+  std::vector<Result<BlockView>> views;
+  bool on_flash = false;
+  for (std::string_view name : names) {
+    keys.push_back(KeyOf(name));
+    views.push_back(store->ReadResident(keys.back()));
+    on_flash |= views.back().status().code() == Code::kBusy;
+  }
+  if (!on_flash) return ReplyViews(keys, views, array);
+  auto job = std::make_shared<RespGetJob>(store, std::move(keys), std::move(views), array);
+  if (!reactor_) {  // no reactor to come back to: read here
+    job->Run();
+    return job->Finish(*this);
+  }
+  waiting_ = true;
+  reactor_->Offload(*this, std::move(job));
 }
 
-void RespConnection::ReplyValue(std::string_view key) {
-  BlockKey k = KeyOf(key);
-  auto view = server_.store()->Read(k);
-  if (!view.ok() || view->data().size() < kExpiryBytes) return Reply("$-1\r\n");
-  uint64_t expiry;
-  std::memcpy(&expiry, view->data().data(), kExpiryBytes);
-  if (expiry != 0 && expiry <= NowUnixMs()) {
-    view = Status::NotFound();  // unpin before erasing
-    (void)server_.store()->Erase(k);
-    return Reply("$-1\r\n");
+void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
+                                std::vector<Result<BlockView>>& views, bool array) {
+  if (array) Reply("*" + std::to_string(keys.size()) + "\r\n");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Result<BlockView>& view = views[i];
+    if (!view.ok() || view->data().size() < kExpiryBytes) {
+      Reply("$-1\r\n");
+      continue;
+    }
+    uint64_t expiry;
+    std::memcpy(&expiry, view->data().data(), kExpiryBytes);
+    if (expiry != 0 && expiry <= NowUnixMs()) {
+      view = Status::NotFound();  // unpin before erasing
+      (void)server_.store()->Erase(keys[i]);
+      Reply("$-1\r\n");
+      continue;
+    }
+    std::span<const std::byte> v = view->data().subspan(kExpiryBytes);
+    Reply("$" + std::to_string(v.size()) + "\r\n");
+    QueueView(v);
+    views_.push_back(std::move(*view));
+    Reply("\r\n");
   }
-  std::span<const std::byte> v = view->data().subspan(kExpiryBytes);
-  Reply("$" + std::to_string(v.size()) + "\r\n");
-  QueueView(v);
-  views_.push_back(std::move(*view));
-  Reply("\r\n");
 }
 
 Status RespConnection::Set(std::string_view key, std::string_view value, uint64_t expiry_ms,
@@ -236,11 +287,9 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   } else if (cmd == "ECHO") {
     if (arity(2)) ReplyBulk(args[1]);
   } else if (cmd == "GET") {
-    if (arity(2)) ReplyValue(args[1]);
+    if (arity(2)) ReplyValues(std::span(args).subspan(1, 1), /*array=*/false);
   } else if (cmd == "MGET") {
-    if (!arity(2)) return true;
-    Reply("*" + std::to_string(argc - 1) + "\r\n");
-    for (size_t i = 1; i < argc; ++i) ReplyValue(args[i]);
+    if (arity(2)) ReplyValues(std::span(args).subspan(1), /*array=*/true);
   } else if (cmd == "SET" || cmd == "SETEX" || cmd == "PSETEX") {
     bool plain = cmd == "SET";
     if (!arity(plain ? 3 : 4)) return true;
@@ -316,18 +365,17 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   } else if (cmd == "INFO") {
     StoreStats st = store->GetStats();
     ServerStats ss = server_.GetStats();
-    std::string info = "# Server\r\nredis_version:7.0.0\r\nkvpool_version:0.1.0\r\n"
-                       "redis_mode:standalone\r\n\r\n# Clients\r\nconnected_clients:" +
-                       std::to_string(ss.connections_open) +
-                       "\r\n\r\n# Memory\r\nused_memory:" + std::to_string(st.dram.used_bytes) +
-                       "\r\nmaxmemory:" + std::to_string(st.dram.capacity_bytes) +
-                       "\r\n\r\n# Stats\r\ntotal_commands_processed:" +
-                       std::to_string(ss.requests) +
-                       "\r\nkeyspace_hits:" + std::to_string(st.dram.hits + st.flash.hits) +
-                       "\r\nkeyspace_misses:" + std::to_string(st.misses) +
-                       "\r\nevicted_keys:" + std::to_string(st.dram.evictions) +
-                       "\r\n\r\n# Keyspace\r\ndb0:keys=" + std::to_string(st.index_entries) +
-                       ",expires=0\r\n";
+    std::string info =
+        "# Server\r\nredis_version:7.0.0\r\nkvpool_version:0.1.0\r\n"
+        "redis_mode:standalone\r\n\r\n# Clients\r\nconnected_clients:" +
+        std::to_string(ss.connections_open) +
+        "\r\n\r\n# Memory\r\nused_memory:" + std::to_string(st.dram.used_bytes) +
+        "\r\nmaxmemory:" + std::to_string(st.dram.capacity_bytes) +
+        "\r\n\r\n# Stats\r\ntotal_commands_processed:" + std::to_string(ss.requests) +
+        "\r\nkeyspace_hits:" + std::to_string(st.dram.hits + st.flash.hits) +
+        "\r\nkeyspace_misses:" + std::to_string(st.misses) +
+        "\r\nevicted_keys:" + std::to_string(st.dram.evictions) +
+        "\r\n\r\n# Keyspace\r\ndb0:keys=" + std::to_string(st.index_entries) + ",expires=0\r\n";
     ReplyBulk(info);
   } else if (cmd == "SELECT") {
     if (arity(2)) Reply("+OK\r\n");

@@ -9,6 +9,7 @@
 #ifndef KVPOOL_SERVER_RESP_CONNECTION_H_
 #define KVPOOL_SERVER_RESP_CONNECTION_H_
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +33,12 @@ class RespConnection final : public Connection {
 
   BlockKey KeyOf(std::string_view key) const;
   // Appends the value of `key` as a bulk string (or nil) to the output.
-  void ReplyValue(std::string_view key);
+  // GET (array false) or MGET: values held only on flash are read on an I/O thread, and
+  // no further command runs until the reply is out (replies stay in order).
+  void ReplyValues(std::span<const std::string_view> names, bool array);
+  void ReplyViews(const std::vector<BlockKey>& keys, std::vector<Result<BlockView>>& views,
+                  bool array);
+  friend class RespGetJob;
   void Reply(std::string_view text);  // raw protocol bytes
   void ReplyError(std::string_view message);
   void ReplyInt(long long v);
@@ -42,6 +48,7 @@ class RespConnection final : public Connection {
   std::vector<char> in_;
   size_t in_start_ = 0, in_end_ = 0;
   bool closing_ = false;
+  bool waiting_ = false;  // a GET/MGET is reading flash on an I/O thread
   bool authed_;
   Scope scope_;
   RespLimits limits_;

@@ -23,8 +23,8 @@ bool ReadNumber(std::string_view in, size_t* pos, long long* value, bool* bad) {
   return true;
 }
 
-RespParse Inline(std::string_view in, const RespLimits& limits,
-                 std::vector<std::string_view>* args, size_t* consumed, std::string* error) {
+RespParse Inline(std::string_view in, const RespLimits& limits, std::vector<std::string_view>* args,
+                 size_t* consumed, std::string* error) {
   size_t eol = in.find('\n');
   if (eol == std::string_view::npos) {
     if (in.size() > limits.max_inline_bytes) {

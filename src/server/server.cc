@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <latch>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "server/io_workers.h"
 #include "server/native_connection.h"
 #include "server/resp_connection.h"
 
@@ -23,7 +25,7 @@ enum class Listener : uint64_t { kNative = 1, kResp = 2, kUnix = 3, kWake = 4 };
 
 // One epoll loop on one thread. Owns its connections; the only thing it shares is the
 // listening sockets (EPOLLEXCLUSIVE: one reactor wakes per new connection) and the store.
-class Reactor {
+class Reactor final : public ReactorContext {
  public:
   explicit Reactor(Server& server)
       : server_(server), spin_ns_(uint64_t{server.options().busy_poll_us} * 1000) {}
@@ -80,6 +82,7 @@ class Reactor {
         if (tag == static_cast<uint64_t>(Listener::kWake)) {
           uint64_t v;
           (void)!::read(wake_, &v, sizeof(v));
+          FinishJobs(next_again);
           continue;
         }
         if (tag >= 1 && tag <= 3) {
@@ -110,7 +113,42 @@ class Reactor {
   const ReactorCounters& counters() const { return counters_; }
   size_t open() const { return open_.load(std::memory_order_relaxed); }
 
+  // Runs the job on an I/O thread; its Finish comes back to this reactor's thread.
+  void Offload(Connection& c, std::shared_ptr<OffloadJob> job) override {
+    server_.io().Submit([this, fd = c.fd(), id = c.id(), job = std::move(job)]() mutable {
+      job->Run();
+      {
+        std::lock_guard<std::mutex> lock(done_mu_);
+        done_.push_back(Done{fd, id, std::move(job)});
+      }
+      Wake();
+    });
+  }
+
  private:
+  struct Done {
+    int fd;
+    uint64_t id;
+    std::shared_ptr<OffloadJob> job;
+  };
+
+  // Hands each finished job to its connection (if still open) and drives it on.
+  void FinishJobs(std::vector<std::pair<int, Connection*>>& again) {
+    std::vector<Done> done;
+    {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done.swap(done_);
+    }
+    for (Done& d : done) {
+      auto it = conns_.find(d.fd);
+      if (it == conns_.end() || it->second->id() != d.id) continue;  // closed meanwhile
+      Connection* c = it->second.get();
+      d.job->Finish(*c);
+      d.job.reset();
+      Step(c, again);
+    }
+  }
+
   void Accept(Listener which) {
     int lfd = listeners_[static_cast<int>(which) - 1];
     for (int i = 0; i < 64; ++i) {
@@ -135,6 +173,7 @@ class Reactor {
         c = std::make_unique<NativeConnection>(server_, std::move(owned), counters_,
                                                which == Listener::kUnix);
       }
+      c->Attach(this, server_.NextConnectionId());
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
@@ -160,7 +199,10 @@ class Reactor {
     }
     if (next != c->registered) {
       epoll_event ev{};
-      ev.events = (next == Next::kWrite ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP;
+      // While a job runs the connection asks for nothing (its answers go out in order).
+      ev.events = next == Next::kWait    ? 0u
+                  : next == Next::kWrite ? uint32_t{EPOLLOUT | EPOLLRDHUP}
+                                         : uint32_t{EPOLLIN | EPOLLRDHUP};
       ev.data.u64 = reinterpret_cast<uint64_t>(c);
       epoll_ctl(epoll_, EPOLL_CTL_MOD, c->fd(), &ev);
       c->registered = next;
@@ -175,6 +217,8 @@ class Reactor {
   std::unordered_map<int, std::unique_ptr<Connection>> conns_;
   std::atomic<size_t> open_{0};
   ReactorCounters counters_;
+  std::mutex done_mu_;
+  std::vector<Done> done_;  // GUARDED_BY(done_mu_): finished jobs not yet handed back
 };
 
 std::string ServerStats::ToString() const {
@@ -215,6 +259,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Stor
   }
   unsigned n =
       options.reactors ? options.reactors : std::max(1u, std::thread::hardware_concurrency());
+  s->io_ = std::make_unique<IoWorkers>(std::max(1u, options.io_threads));
   for (unsigned i = 0; i < n; ++i) {
     auto r = std::make_unique<Reactor>(*s);
     if (Status st = r->Init(s->tcp_.get(), s->resp_.get(), s->unix_.get()); !st.ok()) return st;
@@ -254,6 +299,7 @@ void Server::Stop() {
   for (auto& r : reactors_) r->Stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (io_) io_->Stop();  // jobs still queued run; their answers are dropped with the reactors
   if (!options_.unix_path.empty()) ::unlink(options_.unix_path.c_str());
 }
 

@@ -41,6 +41,8 @@ struct ServerOptions {
   // CAP_SYS_NICE or RLIMIT_NICE, else the threads stay at the process's priority (see
   // Server::reactor_nice()). 0 leaves them alone.
   int reactor_nice = -10;
+  // Threads that run what a reactor must not wait on (gets that read flash).
+  unsigned io_threads = 2;
 };
 
 // Counters summed over reactors (each reactor writes only its own).
@@ -52,6 +54,7 @@ struct ServerStats {
 };
 
 class Reactor;
+class IoWorkers;
 
 class Server {
  public:
@@ -75,6 +78,8 @@ class Server {
   Store* store() const { return store_; }
   const Tenants& tenants() const { return tenants_; }
   std::atomic<unsigned>& open_connections() { return open_connections_; }
+  IoWorkers& io() { return *io_; }
+  uint64_t NextConnectionId() { return next_connection_id_.fetch_add(1) + 1; }
 
  private:
   Server(const ServerOptions& options, Store* store);
@@ -87,6 +92,8 @@ class Server {
   std::atomic<unsigned> open_connections_{0};
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::vector<std::thread> threads_;
+  std::unique_ptr<IoWorkers> io_;  // after reactors_: destroyed first (it posts to them)
+  std::atomic<uint64_t> next_connection_id_{0};
   int reactor_nice_ = 0;
   std::string reactor_nice_error_;
   bool stopped_ = false;
