@@ -135,6 +135,8 @@ class Store {
   // gives kBusy (nothing counted: call Read for it where waiting is fine, as a server's
   // I/O thread does), and a miss kNotFound. For event loops that must never block.
   virtual Result<BlockView> ReadResident(const BlockKey& key) = 0;
+  // Read of many keys (out[i] for keys[i]); the flash reads among them go out together.
+  virtual void ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) = 0;
   virtual bool Exists(const BlockKey& key) = 0;
   virtual Status Erase(const BlockKey& key) = 0;
 

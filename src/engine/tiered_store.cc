@@ -496,29 +496,47 @@ Result<BlockView> TieredStore::ReadResident(const BlockKey& key) {
 }
 
 Result<BlockView> TieredStore::Read(const BlockKey& key) {
-  size_t size = 0;
-  BlockView view = PinResident(key, &size);
-  if (view.owner_) return view;
-  if (size == 0) {  // absent (or flash-stale: GetBatch counts and cleans that case)
+  Result<BlockView> out = Status::NotFound();
+  ReadBatch(std::span<const BlockKey>(&key, 1), std::span<Result<BlockView>>(&out, 1));
+  return out;
+}
+
+void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) {
+  // DRAM hits are pinned in place; everything else goes through one GetBatch, so the flash
+  // reads of the batch go out together, each into memory its view owns.
+  std::vector<GetOp> ops;
+  std::vector<size_t> at;
+  std::vector<std::unique_ptr<std::byte[]>> owned;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    size_t size = 0;
+    BlockView view = PinResident(keys[i], &size);
+    if (view.owner_) {
+      out[i] = std::move(view);
+      continue;
+    }
+    owned.push_back(size ? std::make_unique<std::byte[]>(size) : nullptr);
     GetOp op;
-    op.key = key;
-    GetBatch(std::span<GetOp>(&op, 1));
-    return op.status.ok() ? Status::NotFound() : op.status;  // a racing put: a miss
+    op.key = keys[i];
+    op.buffer = std::span<std::byte>(owned.back().get(), size);
+    ops.push_back(op);
+    at.push_back(i);
   }
-  // On flash: read into memory the view owns (GetBatch promotes it as well).
-  auto owned = std::make_unique<std::byte[]>(size);
-  GetOp op;
-  op.key = key;
-  op.buffer = std::span<std::byte>(owned.get(), size);
-  GetBatch(std::span<GetOp>(&op, 1));
-  if (!op.status.ok()) {
-    if (op.status.code() == Code::kBufferTooSmall) return Read(key);  // re-put meanwhile
-    return op.status;
+  if (ops.empty()) return;
+  GetBatch(ops);  // counts the misses and flash hits, cleans stale entries, promotes
+  for (size_t j = 0; j < ops.size(); ++j) {
+    // Not held, or re-put with another size since it was looked up (a race): a miss.
+    if (!ops[j].status.ok() || !owned[j]) {
+      out[at[j]] = ops[j].status.ok() || ops[j].status.code() == Code::kBufferTooSmall
+                       ? Status::NotFound()
+                       : ops[j].status;
+      continue;
+    }
+    BlockView view;
+    view.owned_ = std::move(owned[j]);
+    view.data_ = std::span<const std::byte>(view.owned_.get(), ops[j].size);
+    view.crc_ = ops[j].crc;
+    out[at[j]] = std::move(view);
   }
-  view.owned_ = std::move(owned);
-  view.data_ = std::span<const std::byte>(view.owned_.get(), op.size);
-  view.crc_ = op.crc;
-  return view;
 }
 
 void TieredStore::ReleaseView(BlockView& view) { dram_->Unpin(view.record_); }

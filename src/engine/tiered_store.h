@@ -45,6 +45,7 @@ class TieredStore final : public Store {
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
   Result<BlockView> Read(const BlockKey& key) override;
   Result<BlockView> ReadResident(const BlockKey& key) override;
+  void ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) override;
   bool Exists(const BlockKey& key) override;
   Status Erase(const BlockKey& key) override;
   void PutBatch(std::span<PutOp> ops) override;

@@ -87,6 +87,46 @@ TEST(TieredStore, ReadFromFlashAndClear) {
   EXPECT_TRUE(s->Exists(keys[0]));
 }
 
+TEST(TieredStore, ReadResidentNeverReadsFlashAndReadBatchReadsItTogether) {
+  auto s = Flashy(4 * kMiB, 32 * kMiB);
+  std::vector<BlockKey> keys;
+  for (uint64_t i = 0; i < 200; ++i) {
+    keys.push_back(TestKey(500 + i));
+    ASSERT_TRUE(s->Put(keys.back(), TestValue(keys.back(), 0, 64 * kKiB)).ok());
+    ASSERT_TRUE(s->Read(keys.back()).ok());  // a second use: kept on flash when demoted
+  }
+  std::vector<BlockKey> dram, flash;
+  uint64_t flash_hits = s->GetStats().flash.hits;
+  for (const BlockKey& k : keys) {
+    auto v = s->ReadResident(k);
+    if (v.ok()) dram.push_back(k);
+    if (v.status().code() == Code::kBusy) flash.push_back(k);
+  }
+  EXPECT_EQ(s->GetStats().flash.hits, flash_hits);  // nothing was read from flash
+  ASSERT_GE(dram.size(), 4u);
+  ASSERT_GE(flash.size(), 8u);
+  EXPECT_TRUE(s->ReadResident(TestKey(9999)).status().IsNotFound());
+  // A batch mixing both tiers and a miss: every answer right, the flash ones promoted.
+  std::vector<BlockKey> batch = {flash[0], dram[0], TestKey(9999), flash[1], flash[2], dram[1]};
+  std::vector<Result<BlockView>> out;
+  for (size_t i = 0; i < batch.size(); ++i) out.emplace_back(Status::Internal("unset"));
+  s->ReadBatch(batch, out);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i] == TestKey(9999)) {
+      EXPECT_TRUE(out[i].status().IsNotFound());
+      continue;
+    }
+    ASSERT_TRUE(out[i].ok()) << i << " " << out[i].status().ToString();
+    auto want = TestValue(batch[i], 0, 64 * kKiB);
+    ASSERT_EQ(out[i]->data().size(), want.size());
+    EXPECT_EQ(0, std::memcmp(out[i]->data().data(), want.data(), want.size())) << i;
+    EXPECT_EQ(out[i]->crc(), Crc32c(want.data(), want.size()));
+  }
+  EXPECT_EQ(s->GetStats().flash.hits, flash_hits + 3);
+  out.clear();
+  EXPECT_TRUE(s->ReadResident(flash[0]).ok());  // promoted by the batch read
+}
+
 TEST(TieredStore, BadInputHasClearErrors) {
   auto s = Flashy();
   std::vector<std::byte> v(100);

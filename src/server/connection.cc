@@ -72,4 +72,20 @@ bool Connection::Flush(bool* failed) {
   return true;
 }
 
+void ReadHeldOnFlash(Store& store, const std::vector<BlockKey>& keys,
+                     std::vector<Result<BlockView>>& views) {
+  std::vector<BlockKey> busy;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].status().code() != Code::kBusy) continue;
+    busy.push_back(keys[i]);
+    at.push_back(i);
+  }
+  std::vector<Result<BlockView>> read;
+  read.reserve(busy.size());
+  for (size_t j = 0; j < busy.size(); ++j) read.emplace_back(Status::NotFound());
+  store.ReadBatch(busy, read);
+  for (size_t j = 0; j < at.size(); ++j) views[at[j]] = std::move(read[j]);
+}
+
 }  // namespace kvpool::server

@@ -44,6 +44,11 @@ class OffloadJob {
   virtual void Finish(Connection& c) = 0;
 };
 
+// For a job: replaces every kBusy in `views` (ReadResident's "on flash") by the block,
+// read with one Store::ReadBatch.
+void ReadHeldOnFlash(Store& store, const std::vector<BlockKey>& keys,
+                     std::vector<Result<BlockView>>& views);
+
 // What a connection may ask of the reactor that owns it.
 class ReactorContext {
  public:

@@ -393,11 +393,7 @@ class GetJob final : public OffloadJob {
   GetJob(Store* store, std::vector<net::GetItem> items, std::vector<BlockKey> keys,
          std::vector<Result<BlockView>> views)
       : store_(store), items_(std::move(items)), keys_(std::move(keys)), views_(std::move(views)) {}
-  void Run() override {
-    for (size_t i = 0; i < views_.size(); ++i) {
-      if (views_[i].status().code() == Code::kBusy) views_[i] = store_->Read(keys_[i]);
-    }
-  }
+  void Run() override { ReadHeldOnFlash(*store_, keys_, views_); }
   void Finish(Connection& c) override {
     auto& nc = static_cast<NativeConnection&>(c);
     nc.waiting_ = false;

@@ -136,11 +136,7 @@ class RespGetJob final : public OffloadJob {
   RespGetJob(Store* store, std::vector<BlockKey> keys, std::vector<Result<BlockView>> views,
              bool array)
       : store_(store), keys_(std::move(keys)), views_(std::move(views)), array_(array) {}
-  void Run() override {
-    for (size_t i = 0; i < views_.size(); ++i) {
-      if (views_[i].status().code() == Code::kBusy) views_[i] = store_->Read(keys_[i]);
-    }
-  }
+  void Run() override { ReadHeldOnFlash(*store_, keys_, views_); }
   void Finish(Connection& c) override {
     auto& rc = static_cast<RespConnection&>(c);
     rc.waiting_ = false;
