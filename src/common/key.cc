@@ -1,6 +1,6 @@
 #include "kvpool/key.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#define XXH_INLINE_ALL  // the 32-byte hashes here (PoolKey: per key of every request) inline
 #include <xxhash.h>
 
 #include <bit>

@@ -672,6 +672,7 @@ size_t TieredStore::MatchPrefix(std::span<const BlockKey> chain) {
       if (first[s] == first[s + 1]) continue;
       Index::Shard& shard = index_.shard(static_cast<unsigned>(s));
       std::lock_guard<std::mutex> lock(shard.mu);
+      for (uint32_t j = first[s]; j < first[s + 1]; ++j) shard.Prefetch(chain[base + order[j]]);
       for (uint32_t j = first[s]; j < first[s + 1]; ++j) {
         size_t i = order[j];
         if (i >= missing) continue;
