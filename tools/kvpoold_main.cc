@@ -62,7 +62,8 @@ options:
   --max-connections N    open connections allowed
   --reactors N           event-loop threads (default: one per core)
   --io-threads N         threads that serve gets from flash, so a reactor never waits
-                         on the device (default 2)
+                         on the device; the flash queue depth reads reach (default 0:
+                         two per reactor)
   --reactor-nice N       nice value of the reactor threads, -20..19 (default -10,
                          so the reactors win the CPU from clients and batch jobs on the
                          same host; needs root or CAP_SYS_NICE, else it is logged and
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
       }
       c.server.reactor_nice = static_cast<int>(x);
     } else if (a == "--io-threads") {
-      if (!size(&n) || n == 0 || n > 64) return Fail("--io-threads: 1..64");
+      if (!size(&n) || n > 1024) return Fail("--io-threads: 0..1024 (0: two per reactor)");
       c.server.io_threads = static_cast<unsigned>(n);
     } else if (a == "--reactors") {
       if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");

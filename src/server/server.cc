@@ -259,7 +259,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Stor
   }
   unsigned n =
       options.reactors ? options.reactors : std::max(1u, std::thread::hardware_concurrency());
-  s->io_ = std::make_unique<IoWorkers>(std::max(1u, options.io_threads));
+  s->io_ = std::make_unique<IoWorkers>(options.io_threads ? options.io_threads : 2 * n);
   for (unsigned i = 0; i < n; ++i) {
     auto r = std::make_unique<Reactor>(*s);
     if (Status st = r->Init(s->tcp_.get(), s->resp_.get(), s->unix_.get()); !st.ok()) return st;

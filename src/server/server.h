@@ -41,8 +41,10 @@ struct ServerOptions {
   // CAP_SYS_NICE or RLIMIT_NICE, else the threads stay at the process's priority (see
   // Server::reactor_nice()). 0 leaves them alone.
   int reactor_nice = -10;
-  // Threads that run what a reactor must not wait on (gets that read flash).
-  unsigned io_threads = 2;
+  // Threads that run what a reactor must not wait on (gets that read flash); each has one
+  // batch of reads in flight, so this is the flash queue depth reads can reach. 0: two per
+  // reactor.
+  unsigned io_threads = 0;
 };
 
 // Counters summed over reactors (each reactor writes only its own).
