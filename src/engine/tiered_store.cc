@@ -492,7 +492,9 @@ Result<BlockView> TieredStore::ReadResident(const BlockKey& key) {
   BlockView view = PinResident(key, &size);
   if (view.owner_) return view;
   if (size > 0) return Status::Busy("held on flash only");
-  return Read(key);  // absent: Read counts and answers the miss (and cleans a stale entry)
+  Result<BlockView> out = Status::NotFound();
+  ReadUnpinned(std::span<const BlockKey>(&key, 1), {}, std::span<Result<BlockView>>(&out, 1));
+  return out;  // the miss, counted (and a stale entry cleaned) as by Read
 }
 
 Result<BlockView> TieredStore::Read(const BlockKey& key) {
@@ -502,11 +504,9 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
 }
 
 void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) {
-  // DRAM hits are pinned in place; everything else goes through one GetBatch, so the flash
-  // reads of the batch go out together, each into memory its view owns.
-  std::vector<GetOp> ops;
-  std::vector<size_t> at;
-  std::vector<std::unique_ptr<std::byte[]>> owned;
+  // DRAM hits are pinned in place; the rest are read together.
+  std::vector<BlockKey> rest;
+  std::vector<size_t> sizes, at;
   for (size_t i = 0; i < keys.size(); ++i) {
     size_t size = 0;
     BlockView view = PinResident(keys[i], &size);
@@ -514,28 +514,45 @@ void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Blo
       out[i] = std::move(view);
       continue;
     }
-    owned.push_back(size ? std::make_unique<std::byte[]>(size) : nullptr);
-    GetOp op;
-    op.key = keys[i];
-    op.buffer = std::span<std::byte>(owned.back().get(), size);
-    ops.push_back(op);
+    rest.push_back(keys[i]);
+    sizes.push_back(size);
     at.push_back(i);
   }
-  if (ops.empty()) return;
-  GetBatch(ops);  // counts the misses and flash hits, cleans stale entries, promotes
-  for (size_t j = 0; j < ops.size(); ++j) {
+  if (rest.empty()) return;
+  std::vector<Result<BlockView>> got;
+  got.reserve(rest.size());
+  for (size_t j = 0; j < rest.size(); ++j) got.emplace_back(Status::NotFound());
+  ReadUnpinned(rest, sizes, got);
+  for (size_t j = 0; j < at.size(); ++j) out[at[j]] = std::move(got[j]);
+}
+
+void TieredStore::ReadUnpinned(std::span<const BlockKey> keys, std::span<const size_t> sizes,
+                               std::span<Result<BlockView>> out) {
+  // One GetBatch, so the flash reads go out together, each into memory its view owns; it
+  // also counts the misses and flash hits, cleans stale entries and promotes. sizes[i] is
+  // keys[i]'s flash copy's size as PinResident saw it (absent or 0: not held).
+  std::vector<GetOp> ops(keys.size());
+  std::vector<std::unique_ptr<std::byte[]>> owned(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    size_t size = i < sizes.size() ? sizes[i] : 0;
+    if (size) owned[i] = std::make_unique<std::byte[]>(size);
+    ops[i].key = keys[i];
+    ops[i].buffer = std::span<std::byte>(owned[i].get(), size);
+  }
+  GetBatch(ops);
+  for (size_t i = 0; i < ops.size(); ++i) {
     // Not held, or re-put with another size since it was looked up (a race): a miss.
-    if (!ops[j].status.ok() || !owned[j]) {
-      out[at[j]] = ops[j].status.ok() || ops[j].status.code() == Code::kBufferTooSmall
-                       ? Status::NotFound()
-                       : ops[j].status;
+    if (!ops[i].status.ok() || !owned[i]) {
+      out[i] = ops[i].status.ok() || ops[i].status.code() == Code::kBufferTooSmall
+                   ? Status::NotFound()
+                   : ops[i].status;
       continue;
     }
     BlockView view;
-    view.owned_ = std::move(owned[j]);
-    view.data_ = std::span<const std::byte>(view.owned_.get(), ops[j].size);
-    view.crc_ = ops[j].crc;
-    out[at[j]] = std::move(view);
+    view.owned_ = std::move(owned[i]);
+    view.data_ = std::span<const std::byte>(view.owned_.get(), ops[i].size);
+    view.crc_ = ops[i].crc;
+    out[i] = std::move(view);
   }
 }
 

@@ -77,6 +77,8 @@ class TieredStore final : public Store {
               std::unique_ptr<io::Device> device);
   Status CheckSize(size_t size) const;
   BlockView PinResident(const BlockKey& key, size_t* flash_size);
+  void ReadUnpinned(std::span<const BlockKey> keys, std::span<const size_t> sizes,
+                    std::span<Result<BlockView>> out);
   // A DRAM record for `size` bytes, evicting as needed. `may_write`: eviction may write
   // dirty blocks to flash (put path); otherwise it only drops (read path). kNoRecord if
   // no room could be made.

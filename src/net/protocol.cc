@@ -99,21 +99,13 @@ bool CheckCrc(const Header& h, const std::byte header_bytes[kHeaderBytes],
 }
 
 void AppendKey(std::vector<std::byte>& out, const BlockKey& key) {
-  std::byte b[kKeyBytes];
-  Put(b, key.hi);
-  Put(b + 8, key.lo);
-  out.insert(out.end(), b, b + kKeyBytes);
+  Append(out, key.hi);
+  Append(out, key.lo);
 }
 
 void AppendKeys(std::vector<std::byte>& out, std::span<const BlockKey> keys) {
-  size_t at = out.size();
-  out.resize(at + keys.size() * kKeyBytes);
-  std::byte* p = out.data() + at;
-  for (const BlockKey& k : keys) {
-    Put(p, k.hi);
-    Put(p + 8, k.lo);
-    p += kKeyBytes;
-  }
+  out.reserve(out.size() + keys.size() * kKeyBytes);
+  for (const BlockKey& k : keys) AppendKey(out, k);
 }
 
 void AppendPutItem(std::vector<std::byte>& out, const PutItem& item) {

@@ -72,20 +72,38 @@ bool Connection::Flush(bool* failed) {
   return true;
 }
 
-void ReadHeldOnFlash(Store& store, const std::vector<BlockKey>& keys,
-                     std::vector<Result<BlockView>>& views) {
+BlockRead::BlockRead(Store& store, std::vector<BlockKey> keys)
+    : store_(store), keys_(std::move(keys)) {
+  views_.reserve(keys_.size());
+  for (const BlockKey& k : keys_) {
+    views_.push_back(k.empty() ? Result<BlockView>(Status::NotFound()) : store_.ReadResident(k));
+    on_flash_ |= views_.back().status().code() == Code::kBusy;
+  }
+}
+
+void BlockRead::Run() {
   std::vector<BlockKey> busy;
   std::vector<size_t> at;
-  for (size_t i = 0; i < views.size(); ++i) {
-    if (views[i].status().code() != Code::kBusy) continue;
-    busy.push_back(keys[i]);
+  for (size_t i = 0; i < views_.size(); ++i) {
+    if (views_[i].status().code() != Code::kBusy) continue;
+    busy.push_back(keys_[i]);
     at.push_back(i);
   }
   std::vector<Result<BlockView>> read;
   read.reserve(busy.size());
   for (size_t j = 0; j < busy.size(); ++j) read.emplace_back(Status::NotFound());
-  store.ReadBatch(busy, read);
-  for (size_t j = 0; j < at.size(); ++j) views[at[j]] = std::move(read[j]);
+  store_.ReadBatch(busy, read);
+  for (size_t j = 0; j < at.size(); ++j) views_[at[j]] = std::move(read[j]);
+}
+
+void Connection::StartRead(std::shared_ptr<BlockRead> read) {
+  if (!read->on_flash()) return read->Finish(*this);
+  if (!reactor_) {  // no reactor to come back to: read here
+    read->Run();
+    return read->Finish(*this);
+  }
+  waiting_ = true;
+  reactor_->Offload(*this, std::move(read));
 }
 
 }  // namespace kvpool::server

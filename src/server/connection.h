@@ -44,10 +44,23 @@ class OffloadJob {
   virtual void Finish(Connection& c) = 0;
 };
 
-// For a job: replaces every kBusy in `views` (ReadResident's "on flash") by the block,
-// read with one Store::ReadBatch.
-void ReadHeldOnFlash(Store& store, const std::vector<BlockKey>& keys,
-                     std::vector<Result<BlockView>>& views);
+// The blocks of one GET-like request. Constructing it pins the DRAM-resident ones
+// (Store::ReadResident); Run reads the rest, held only on flash, with one Store::ReadBatch;
+// Finish (the request's answer) is the subclass's. Connection::StartRead runs it.
+class BlockRead : public OffloadJob {
+ public:
+  BlockRead(Store& store, std::vector<BlockKey> keys);  // an empty key is a miss
+  bool on_flash() const { return on_flash_; }
+  void Run() override;
+
+ protected:
+  Store& store_;
+  std::vector<BlockKey> keys_;
+  std::vector<Result<BlockView>> views_;  // views_[i]: keys_[i]'s block, or why not
+
+ private:
+  bool on_flash_ = false;  // some view is kBusy: Run must read it
+};
 
 // What a connection may ask of the reactor that owns it.
 class ReactorContext {
@@ -71,6 +84,11 @@ class Connection {
     id_ = id;
   }
   uint64_t id() const { return id_; }
+  // The reactor hands a finished job back (the connection stops waiting, then answers).
+  void FinishJob(OffloadJob& job) {
+    waiting_ = false;
+    job.Finish(*this);
+  }
   // The interest the reactor last registered for this connection.
   Next registered = Next::kRead;
 
@@ -86,8 +104,13 @@ class Connection {
   Server& server_;
   net::Fd fd_;
   ReactorCounters& counters_;
+  // Answers `read` now if all its blocks are in DRAM; otherwise its flash reads run on an
+  // I/O thread and the connection waits (no further requests) until FinishJob.
+  void StartRead(std::shared_ptr<BlockRead> read);
+
   ReactorContext* reactor_ = nullptr;  // null: blocking work runs inline
   uint64_t id_ = 0;
+  bool waiting_ = false;  // a job of this connection's is running: answers stay in order
   std::vector<std::byte> out_bytes_;
   std::vector<BlockView> views_;  // keep the queued blocks pinned until sent
 

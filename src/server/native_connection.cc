@@ -387,55 +387,27 @@ void NativeConnection::FinishPut() {
   QueueOwned(at, out_bytes_.size() - at);
 }
 
-// A get with blocks on flash: the reads run on an I/O thread, the answer on the reactor.
-class GetJob final : public OffloadJob {
+// A GET's blocks; the answer goes out on the reactor once they are all resolved.
+class GetRead final : public BlockRead {
  public:
-  GetJob(Store* store, std::vector<net::GetItem> items, std::vector<BlockKey> keys,
-         std::vector<Result<BlockView>> views)
-      : store_(store), items_(std::move(items)), keys_(std::move(keys)), views_(std::move(views)) {}
-  void Run() override { ReadHeldOnFlash(*store_, keys_, views_); }
+  GetRead(Store& store, std::vector<BlockKey> keys, std::vector<net::GetItem> items)
+      : BlockRead(store, std::move(keys)), items_(std::move(items)) {}
   void Finish(Connection& c) override {
-    auto& nc = static_cast<NativeConnection&>(c);
-    nc.waiting_ = false;
-    nc.FinishGet(items_, views_);
+    static_cast<NativeConnection&>(c).FinishGet(items_, views_);
   }
 
  private:
-  Store* store_;
   std::vector<net::GetItem> items_;
-  std::vector<BlockKey> keys_;
-  std::vector<Result<BlockView>> views_;
 };
 
 void NativeConnection::DoGet(std::span<const std::byte> meta) {
-  Store* store = server_.store();
   std::vector<net::GetItem> items(hdr_.count);
   std::vector<BlockKey> keys(hdr_.count);
-  std::vector<Result<BlockView>> views;
-  views.reserve(hdr_.count);
-  bool on_flash = false;
   for (uint32_t i = 0; i < hdr_.count; ++i) {
     items[i] = net::DecodeGetItem(meta.data() + i * net::kGetItemBytes);
-    if (items[i].key.empty()) {
-      views.emplace_back(Status::NotFound());
-      continue;
-    }
-    keys[i] = scope_.Key(items[i].key);
-    views.push_back(store->ReadResident(keys[i]));
-    on_flash |= views.back().status().code() == Code::kBusy;
+    if (!items[i].key.empty()) keys[i] = scope_.Key(items[i].key);
   }
-  if (!on_flash) {
-    FinishGet(items, views);
-    return;
-  }
-  auto job = std::make_shared<GetJob>(store, std::move(items), std::move(keys), std::move(views));
-  if (!reactor_) {  // no reactor to come back to: read here
-    job->Run();
-    job->Finish(*this);
-    return;
-  }
-  waiting_ = true;
-  reactor_->Offload(*this, std::move(job));
+  StartRead(std::make_shared<GetRead>(*server_.store(), std::move(keys), std::move(items)));
 }
 
 void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,

@@ -51,7 +51,7 @@ class NativeConnection final : public Connection {
   void DoGet(std::span<const std::byte> meta);
   // Answers a get whose blocks are resolved: views[i] is item i's view or its status.
   void FinishGet(const std::vector<net::GetItem>& items, std::vector<Result<BlockView>>& views);
-  friend class GetJob;
+  friend class GetRead;
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
   void FinishPing();
@@ -60,7 +60,6 @@ class NativeConnection final : public Connection {
   std::vector<std::byte> in_;
   size_t in_start_ = 0, in_end_ = 0;
   State state_ = State::kFrame;
-  bool waiting_ = false;  // a get is reading flash on an I/O thread: no further frames yet
   net::Header hdr_;
   bool hello_done_ = false;
   Scope scope_;

@@ -130,44 +130,24 @@ void RespConnection::ReplyBulk(std::string_view s) {
 
 BlockKey RespConnection::KeyOf(std::string_view key) const { return scope_.Key(KeyFromBytes(key)); }
 
-// GET or MGET of blocks held only on flash: the reads run on an I/O thread.
-class RespGetJob final : public OffloadJob {
+// A GET's or MGET's blocks; the reply goes out on the reactor once they are all resolved.
+class MgetRead final : public BlockRead {
  public:
-  RespGetJob(Store* store, std::vector<BlockKey> keys, std::vector<Result<BlockView>> views,
-             bool array)
-      : store_(store), keys_(std::move(keys)), views_(std::move(views)), array_(array) {}
-  void Run() override { ReadHeldOnFlash(*store_, keys_, views_); }
+  MgetRead(Store& store, std::vector<BlockKey> keys, bool array)
+      : BlockRead(store, std::move(keys)), array_(array) {}
   void Finish(Connection& c) override {
-    auto& rc = static_cast<RespConnection&>(c);
-    rc.waiting_ = false;
-    rc.ReplyViews(keys_, views_, array_);
+    static_cast<RespConnection&>(c).ReplyViews(keys_, views_, array_);
   }
 
  private:
-  Store* store_;
-  std::vector<BlockKey> keys_;
-  std::vector<Result<BlockView>> views_;
   bool array_;
 };
 
 void RespConnection::ReplyValues(std::span<const std::string_view> names, bool array) {
-  Store* store = server_.store();
   std::vector<BlockKey> keys;
-  std::vector<Result<BlockView>> views;
-  bool on_flash = false;
-  for (std::string_view name : names) {
-    keys.push_back(KeyOf(name));
-    views.push_back(store->ReadResident(keys.back()));
-    on_flash |= views.back().status().code() == Code::kBusy;
-  }
-  if (!on_flash) return ReplyViews(keys, views, array);
-  auto job = std::make_shared<RespGetJob>(store, std::move(keys), std::move(views), array);
-  if (!reactor_) {  // no reactor to come back to: read here
-    job->Run();
-    return job->Finish(*this);
-  }
-  waiting_ = true;
-  reactor_->Offload(*this, std::move(job));
+  keys.reserve(names.size());
+  for (std::string_view name : names) keys.push_back(KeyOf(name));
+  StartRead(std::make_shared<MgetRead>(*server_.store(), std::move(keys), array));
 }
 
 void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,

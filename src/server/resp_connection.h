@@ -38,7 +38,7 @@ class RespConnection final : public Connection {
   void ReplyValues(std::span<const std::string_view> names, bool array);
   void ReplyViews(const std::vector<BlockKey>& keys, std::vector<Result<BlockView>>& views,
                   bool array);
-  friend class RespGetJob;
+  friend class MgetRead;
   void Reply(std::string_view text);  // raw protocol bytes
   void ReplyError(std::string_view message);
   void ReplyInt(long long v);
@@ -48,7 +48,6 @@ class RespConnection final : public Connection {
   std::vector<char> in_;
   size_t in_start_ = 0, in_end_ = 0;
   bool closing_ = false;
-  bool waiting_ = false;  // a GET/MGET is reading flash on an I/O thread
   bool authed_;
   Scope scope_;
   RespLimits limits_;

@@ -143,7 +143,7 @@ class Reactor final : public ReactorContext {
       auto it = conns_.find(d.fd);
       if (it == conns_.end() || it->second->id() != d.id) continue;  // closed meanwhile
       Connection* c = it->second.get();
-      d.job->Finish(*c);
+      c->FinishJob(*d.job);
       d.job.reset();
       Step(c, again);
     }
