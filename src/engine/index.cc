@@ -2,8 +2,23 @@
 
 #include <algorithm>
 #include <bit>
+#include <new>
 
 namespace kvpool::engine {
+namespace {
+
+// Zeroed slots on huge pages when the table is large enough to fill one (a small table on
+// a 2 MiB page would commit the whole page at its first write); never the hugetlb pool,
+// which is sized for the DRAM tier.
+std::unique_ptr<mem::Arena> MapTable(size_t slots) {
+  uint64_t bytes = slots * sizeof(IndexEntry);
+  auto arena = mem::Arena::Create(bytes, /*huge_pages=*/bytes >= (2u << 20), /*prefault=*/false,
+                                  /*lock=*/false, /*hugetlb=*/false);
+  if (!arena.ok()) throw std::bad_alloc();  // as the std::vector it replaces would
+  return std::move(*arena);
+}
+
+}  // namespace
 
 Index::Index(uint64_t capacity, unsigned shards) {
   if (shards == 0 || (shards & (shards - 1))) shards = std::bit_ceil(shards ? shards : 1u);
@@ -12,9 +27,12 @@ Index::Index(uint64_t capacity, unsigned shards) {
   // Start at 75% load for the asked capacity (any size: homes are found by multiply-shift,
   // not a mask); tables double past 85%.
   uint64_t per = std::max<uint64_t>(64, capacity / shards * 4 / 3);
+  first_tables_ = MapTable(per * shards);
+  auto* slots = reinterpret_cast<IndexEntry*>(first_tables_->base());
   for (unsigned i = 0; i < shards; ++i) {
     auto s = std::make_unique<Shard>();
-    s->slots_.resize(per);
+    s->slots_ = slots + i * per;
+    s->capacity_ = per;
     shards_.push_back(std::move(s));
   }
 }
@@ -28,7 +46,7 @@ IndexEntry* Index::Shard::Find(const BlockKey& key) {
 }
 
 IndexEntry* Index::Shard::Insert(const BlockKey& key) {
-  if ((size_ + 1) * 100 > slots_.size() * 85) Grow();
+  if ((size_ + 1) * 100 > capacity_ * 85) Grow();
   for (size_t i = Home(key.lo);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key.empty()) {
@@ -42,7 +60,7 @@ IndexEntry* Index::Shard::Insert(const BlockKey& key) {
 
 void Index::Shard::Erase(IndexEntry* entry) {
   if (listener_) listener_->OnRemoved(entry->key);
-  size_t hole = static_cast<size_t>(entry - slots_.data());
+  size_t hole = static_cast<size_t>(entry - slots_);
   // Backward-shift: pull later members of the probe run into the hole so that lookups
   // never need tombstones.
   for (size_t i = Next(hole);; i = Next(i)) {
@@ -61,10 +79,16 @@ void Index::Shard::Erase(IndexEntry* entry) {
 }
 
 void Index::Shard::Grow() {
-  std::vector<IndexEntry> old;
-  old.swap(slots_);
-  slots_.resize(old.size() * 2);
-  for (const IndexEntry& e : old) {
+  // The old table's memory goes with old_table (a slice of the first mapping stays
+  // mapped, unused, until the index goes).
+  std::unique_ptr<mem::Arena> old_table = std::move(table_);
+  const IndexEntry* old = slots_;
+  size_t old_capacity = capacity_;
+  table_ = MapTable(old_capacity * 2);
+  slots_ = reinterpret_cast<IndexEntry*>(table_->base());
+  capacity_ = old_capacity * 2;
+  for (size_t j = 0; j < old_capacity; ++j) {
+    const IndexEntry& e = old[j];
     if (e.key.empty()) continue;
     for (size_t i = Home(e.key.lo);; i = Next(i)) {
       if (slots_[i].key.empty()) {
@@ -78,7 +102,7 @@ void Index::Shard::Grow() {
 size_t Index::Shard::EraseIf(size_t begin, size_t n,
                              const std::function<bool(const IndexEntry&)>& stale) {
   size_t erased = 0;
-  size_t end = std::min(slots_.size(), begin + n);
+  size_t end = std::min(capacity_, begin + n);
   for (size_t i = begin; i < end;) {
     IndexEntry& e = slots_[i];
     if (!e.key.empty() && stale(e)) {

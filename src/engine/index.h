@@ -18,6 +18,7 @@
 
 #include "kvpool/key.h"
 #include "kvpool/store.h"
+#include "mem/arena.h"
 
 namespace kvpool::engine {
 
@@ -56,12 +57,12 @@ class Index {
     IndexEntry* Find(const BlockKey& key);
     // Starts loading key's home slot into cache, for a Find soon after (batched lookups
     // overlap their cache misses). REQUIRES: mu held.
-    void Prefetch(const BlockKey& key) const { __builtin_prefetch(&slots_[Home(key.lo)]); }
+    void Prefetch(const BlockKey& key) const { __builtin_prefetch(slots_ + Home(key.lo)); }
     // REQUIRES: mu held, key absent. Returns the new entry (key set, rest zero).
     IndexEntry* Insert(const BlockKey& key);
     void Erase(IndexEntry* entry);
     size_t size() const { return size_; }
-    size_t capacity() const { return slots_.size(); }
+    size_t capacity() const { return capacity_; }
     // Erases entries for which `stale` is true among slots [begin, begin + n); returns
     // how many were erased. REQUIRES: mu held.
     size_t EraseIf(size_t begin, size_t n, const std::function<bool(const IndexEntry&)>& stale);
@@ -70,14 +71,18 @@ class Index {
     friend class Index;
     StoreListener* listener_ = nullptr;  // told of every erased key
     void Grow();
-    std::vector<IndexEntry> slots_;
+    // The table: a slice of the index's first mapping until the shard grows, then a
+    // mapping of its own (table_). Fresh anonymous memory is zero: every slot empty.
+    IndexEntry* slots_ = nullptr;
+    size_t capacity_ = 0;
+    std::unique_ptr<mem::Arena> table_;
     // Fibonacci mix, then multiply-shift onto [0, size): keys are hashes, but a caller's
     // sequential keys must not pile onto one slot either.
     size_t Home(uint64_t lo) const {
       uint64_t h = lo * 0x9E3779B97F4A7C15ull;
-      return static_cast<size_t>((static_cast<unsigned __int128>(h) * slots_.size()) >> 64);
+      return static_cast<size_t>((static_cast<unsigned __int128>(h) * capacity_) >> 64);
     }
-    size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+    size_t Next(size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
     size_t size_ = 0;
   };
 
@@ -97,6 +102,10 @@ class Index {
   uint64_t Bytes();
 
  private:
+  // Every shard's first table, in one mapping on transparent huge pages: a lookup in a
+  // large index is a cache miss, and on 4 KiB pages a TLB miss too (on a VM a two-level
+  // page walk), which cost more than the miss itself.
+  std::unique_ptr<mem::Arena> first_tables_;
   std::vector<std::unique_ptr<Shard>> shards_;
   uint64_t shard_mask_;
 };

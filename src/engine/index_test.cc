@@ -55,6 +55,21 @@ TEST(Index, RandomizedAgainstMap) {
   }
 }
 
+// The first tables of a large index are one mapping on huge pages; a table's fresh slots
+// read as empty without being written (anonymous memory is zero).
+TEST(Index, LargeIndexStartsEmptyAndReportsItsBytes) {
+  Index index(1 << 20, 64);
+  EXPECT_EQ(index.Size(), 0u);
+  EXPECT_GE(index.Bytes(), (1u << 20) * sizeof(IndexEntry));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 1000; ++i) {
+    BlockKey k = K(rng);
+    Index::Shard& s = index.ShardFor(k);
+    std::lock_guard<std::mutex> lock(s.mu);
+    EXPECT_EQ(s.Find(k), nullptr);
+  }
+}
+
 TEST(Index, EntryPacksLocationSizeAndFlags) {
   IndexEntry e;
   e.set_size(128u << 20);

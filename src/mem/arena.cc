@@ -9,14 +9,14 @@
 namespace kvpool::mem {
 
 Result<std::unique_ptr<Arena>> Arena::Create(uint64_t bytes, bool huge_pages, bool prefault,
-                                             bool lock) {
+                                             bool lock, bool hugetlb) {
   constexpr uint64_t kHuge = 2ull << 20;
   if (bytes == 0) return Status::InvalidArgument("arena size is zero");
   uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   void* p = MAP_FAILED;
   const char* kind = "4k";
-  if (huge_pages) {
+  if (huge_pages && hugetlb) {
     // Without MAP_NORESERVE, so that mmap fails now (rather than SIGBUS later) when the
     // huge page pool cannot back the whole arena.
     p = mmap(nullptr, size, PROT_READ | PROT_WRITE, (flags & ~MAP_NORESERVE) | MAP_HUGETLB, -1, 0);

@@ -14,8 +14,10 @@ namespace kvpool::mem {
 class Arena {
  public:
   // lock: mlock the whole arena (pinned host memory); fails if RLIMIT_MEMLOCK forbids it.
+  // hugetlb: try the reserved huge page pool first (off: transparent huge pages only, for
+  // tables that must not take pool pages the DRAM tier was sized for).
   static Result<std::unique_ptr<Arena>> Create(uint64_t bytes, bool huge_pages, bool prefault,
-                                               bool lock = false);
+                                               bool lock = false, bool hugetlb = true);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
