@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -56,9 +57,9 @@ bool Daemon::Start(const std::vector<std::string>& extra, const std::string& lis
   ::mkdir(dir_.c_str(), 0755);
   std::string ready = dir_ + "/ready.json";
   ::unlink(ready.c_str());
-  std::vector<std::string> args = {"--data-dir", dir_, "--dram", "64MiB", "--flash", "0",
-                                   "--listen", listen, "--resp-listen", resp_listen,
-                                   "--reactors", "2", "--ready-file", ready};
+  std::vector<std::string> args = {
+      "--data-dir",    dir_,        "--dram",     "64MiB", "--flash",      "0",  "--listen", listen,
+      "--resp-listen", resp_listen, "--reactors", "2",     "--ready-file", ready};
   args.insert(args.end(), extra.begin(), extra.end());
   pid_ = SpawnKvpoold(args, dir_ + "/kvpoold.log");
   for (int i = 0; i < 1000; ++i) {
@@ -81,6 +82,7 @@ bool Daemon::Start(const std::vector<std::string>& extra, const std::string& lis
 
 int Daemon::Stop() {
   if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGCONT);  // a frozen daemon would not act on SIGTERM
   ::kill(pid_, SIGTERM);
   int st = 0;
   for (int i = 0; i < 1000; ++i) {  // 10 s, then SIGKILL
@@ -100,6 +102,35 @@ void Daemon::Kill() {
   int st;
   waitpid(pid_, &st, 0);
   pid_ = -1;
+}
+
+bool Daemon::Freeze() {
+  if (pid_ <= 0) return false;
+  ::kill(pid_, SIGSTOP);
+  // kill() returns before the threads stop: wait until each is 'T' in its stat.
+  std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  for (int i = 0; i < 150; ++i) {
+    bool all = true;
+    int seen = 0;
+    if (DIR* d = opendir(tasks.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string line = ReadFile(tasks + "/" + e->d_name + "/stat");
+        size_t paren = line.rfind(')');
+        if (paren == std::string::npos || paren + 2 >= line.size()) continue;
+        ++seen;
+        if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
+      }
+      closedir(d);
+    }
+    if (all && seen > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+void Daemon::Thaw() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 std::string Daemon::output() const { return ReadFile(dir_ + "/kvpoold.log"); }

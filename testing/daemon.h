@@ -24,6 +24,10 @@ class Daemon {
   // SIGTERM and wait; returns the exit status (-1 if not running).
   int Stop();
   void Kill();  // SIGKILL and wait
+  // SIGSTOP, and wait (up to 3 s) until every thread is stopped: connections stay open
+  // and nothing is answered. False if it did not stop. Thaw() resumes it.
+  bool Freeze();
+  void Thaw();
 
   // Runs kvpoold with these arguments to completion; returns its exit code, output in *out.
   static int RunToExit(const std::vector<std::string>& args, std::string* out);

@@ -2,14 +2,12 @@
 // nodes on loopback, driven by the pool client.
 #include "kvpool/pool.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -56,27 +54,6 @@ bool WaitFor(F cond, std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(20ms);
   }
   return cond();
-}
-
-// True once every thread of `pid` is in the stopped state ('T' in /proc/pid/task/*/stat).
-bool AllThreadsStopped(pid_t pid) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return false;
-  bool all = true;
-  int seen = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(dir + "/" + e->d_name + "/stat");
-    std::string line;
-    std::getline(f, line);
-    size_t paren = line.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= line.size()) continue;
-    ++seen;
-    if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
-  }
-  closedir(d);
-  return all && seen > 0;
 }
 
 #define REQUIRE_ETCD() \
@@ -433,13 +410,11 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
 
   // b stops answering (SIGSTOP: connections stay open, nothing comes back). Its blocks are
   // misses after node_timeout_ms, and a's blocks in the same batch are served.
-  ::kill(nodes_[1]->pid(), SIGSTOP);
-  ASSERT_TRUE(
-      WaitFor([&] { return AllThreadsStopped(nodes_[1]->pid()); }, 3000ms));  // kill() is async
+  ASSERT_TRUE(nodes_[1]->Freeze());
   auto t0 = Clock::now();
   ASSERT_TRUE(pc.GetBatch(gets).ok());
   auto took = Clock::now() - t0;
-  ::kill(nodes_[1]->pid(), SIGCONT);
+  nodes_[1]->Thaw();
   EXPECT_LT(took, 1500ms);  // bounded by node_timeout_ms (300), not the 5 s client default
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(gets[i].status.code(), owner[i] == "b" ? Code::kNotFound : Code::kOk) << i;
@@ -534,8 +509,8 @@ TEST(PoolOptionsTest, BadOptionsAreClearErrors) {
   EXPECT_LT(Clock::now() - t0, 3s);
 }
 
-// One kvpoold for a test; stopped (resumed first, should the test have left it SIGSTOPped)
-// and its directory removed at the end.
+// One kvpoold for a test; stopped (Stop resumes it first, should the test have left it
+// frozen) and its directory removed at the end.
 class OneNode : public ::testing::Test {
  protected:
   void StartNode(const std::vector<std::string>& flags) {
@@ -545,7 +520,6 @@ class OneNode : public ::testing::Test {
   }
   void TearDown() override {
     if (!d_) return;
-    ::kill(d_->pid(), SIGCONT);
     EXPECT_EQ(d_->Stop(), 0);
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
@@ -583,8 +557,7 @@ TEST_F(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
   ASSERT_TRUE((*c)->GetBatch(gets, Deadline::After(2s)).ok());
   for (auto& g : gets) EXPECT_TRUE(g.status.ok());
 
-  ::kill(d().pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d().pid()); }, 3000ms));
+  ASSERT_TRUE(d().Freeze());
   auto t0 = Clock::now();
   Status s = (*c)->GetBatch(gets, Deadline::After(80ms));
   auto took = Clock::now() - t0;
@@ -594,7 +567,7 @@ TEST_F(ClientDeadlineTest, StoppedServerTimesOutAtTheDeadline) {
   Status se = (*c)->ExistsBatch(ex, Deadline::After(50ms));
   auto took_exists = Clock::now() - t1;
   auto m = (*c)->MatchPrefix(keys, Deadline::After(50ms));
-  ::kill(d().pid(), SIGCONT);
+  d().Thaw();
   EXPECT_EQ(s.code(), Code::kTimeout);
   EXPECT_GE(took, 75ms);
   EXPECT_LT(took, 1000ms);  // the deadline, not the 5 s request timeout
@@ -677,14 +650,13 @@ TEST_F(NearCacheTest, PrestageFollowsTheChainAndHonoursTheDeadline) {
   // A server that stops answering: Prestage returns at once, the prestage ends at its
   // deadline with what it had.
   auto nc3 = make();
-  ::kill(d().pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(d().pid()); }, 3000ms));
+  ASSERT_TRUE(d().Freeze());
   auto t0 = Clock::now();
   t = nc3->Prestage(chain, Deadline::After(150ms));
   EXPECT_LT(Clock::now() - t0, 50ms);
   size_t got = nc3->WaitPrestaged(t, Deadline::After(3s));
   auto took = Clock::now() - t0;
-  ::kill(d().pid(), SIGCONT);
+  d().Thaw();
   EXPECT_EQ(got, 0u);
   EXPECT_GE(took, 140ms);
   EXPECT_LT(took, 1500ms);

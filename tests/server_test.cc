@@ -242,6 +242,38 @@ TEST_F(ServerTest, SharedMemoryPathMovesValuesOutsideTheSocket) {
   EXPECT_EQ(0, std::memcmp(buf.data(), va.data(), va.size()));
 }
 
+// The same-host client waits for answers in poll (not in a blocking recv, which every
+// read of its requests by the server would wake): a server that stops answering still
+// costs it request_timeout_ms and a clear kTimeout, never a hang, and the next call after
+// the server resumes reconnects and gets the right bytes.
+TEST_F(ServerTest, UnixSocketClientTimesOutOnAFrozenServerAndRecovers) {
+  StartOrDie();
+  ClientOptions o;
+  o.address = daemon_->unix_address();
+  o.ns = "test";
+  o.shared_memory_bytes = 4 << 20;
+  o.request_timeout_ms = 300;
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  BlockKey k{5, 6};
+  auto v = Value(k, 100000);
+  ASSERT_TRUE((*c)->Put(k, v).ok());
+  std::span<std::byte> dst = (*c)->shared_memory().subspan(0, v.size());
+  ASSERT_TRUE(daemon_->Freeze());
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = (*c)->Get(k, dst);
+  auto took = std::chrono::steady_clock::now() - t0;
+  daemon_->Thaw();
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().ToString();
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::milliseconds(3000));
+  std::fill(dst.begin(), dst.end(), std::byte{0});
+  got = (*c)->Get(k, dst);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(*got, v.size());
+  EXPECT_EQ(0, std::memcmp(dst.data(), v.data(), v.size()));
+}
+
 TEST_F(ServerTest, ConcurrentClientsSeeOnlyTheirOwnCorrectData) {
   StartOrDie();
   constexpr int kThreads = 8, kOps = 300;

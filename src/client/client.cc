@@ -175,6 +175,27 @@ class Client::Impl {
       p += got;
       n -= static_cast<size_t>(got);
     }
+    while (n > 0 && address_.unix_socket) {
+      // Not a blocking recv here: a thread asleep in recv on a Unix stream socket is also
+      // woken each time the server reads one of this client's requests (the kernel's
+      // write-space wake-up, which recv's waiter does not filter), so every call would pay
+      // two wake-ups. poll's waiter ignores wake-ups for events it did not ask for.
+      ssize_t got = ::recv(fd_.get(), p, n, MSG_DONTWAIT);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN)
+          return Status::Unavailable(std::string("recv: ") + std::strerror(errno));
+        pollfd pfd{fd_.get(), POLLIN, 0};
+        int r = ::poll(&pfd, 1, o_.request_timeout_ms > 0 ? o_.request_timeout_ms : -1);
+        if (r < 0 && errno != EINTR)
+          return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+        if (r == 0) return Status::Timeout("no answer within request_timeout_ms");
+        continue;
+      }
+      if (got == 0) return Status::Unavailable("server closed the connection");
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
     while (n > 0) {
       ssize_t got = ::recv(fd_.get(), p, n, MSG_WAITALL);
       if (got < 0) {
