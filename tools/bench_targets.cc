@@ -443,6 +443,13 @@ class PoolTarget final : public BenchTarget {
   PoolTarget(std::string name, std::vector<std::unique_ptr<ProcessTarget>> nodes)
       : name_(std::move(name)), nodes_(std::move(nodes)) {}
   std::string name() const override { return name_; }
+  std::vector<pid_t> ServerPids() const override {
+    std::vector<pid_t> pids;
+    for (auto& n : nodes_) {
+      for (pid_t p : n->ServerPids()) pids.push_back(p);
+    }
+    return pids;
+  }
   Result<std::unique_ptr<BenchConn>> Connect() override {
     PoolOptions o;
     for (auto& n : nodes_) o.members += "127.0.0.1:" + std::to_string(n->port()) + ";";
@@ -477,6 +484,11 @@ std::span<std::byte> BenchConn::Buffer(size_t bytes) {
   // One allocation per connection, sized by the first call (the harness asks once).
   own_.assign(bytes, std::byte{0x5a});
   return own_;
+}
+
+std::vector<pid_t> BenchTarget::ServerPids() const {
+  if (pid_ <= 0) return {};
+  return {pid_};
 }
 
 BenchTarget::~BenchTarget() {

@@ -39,6 +39,9 @@ class BenchTarget {
   virtual ~BenchTarget();
   virtual std::string name() const = 0;
   virtual Result<std::unique_ptr<BenchConn>> Connect() = 0;
+  // The server processes behind this target (none for in-process ones), whose CPU time the
+  // benchmark reports per item beside its own.
+  virtual std::vector<pid_t> ServerPids() const;
   // Targets whose gets are not network round trips (the fsync directory, memcpy) report
   // themselves to the table the same way.
 

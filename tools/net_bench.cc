@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,6 +53,8 @@ usage: kvpool bench [options]
   --json PATH      also write every row and the ratios as JSON
   --quick          a few milliseconds per configuration (smoke test)
 Servers are started on loopback by the benchmark and stopped by PID when done.
+"srv cpu" and "cli cpu": CPU microseconds per item of the server processes and of
+the benchmark's client threads (user + system, from /proc and getrusage).
 )";
 
 struct Config {
@@ -67,8 +70,41 @@ struct Row {
   Config cfg;
   uint64_t ops = 0;  // items
   double seconds = 0, ops_per_s = 0, gbps = 0, p50 = 0, p99 = 0, p999 = 0;
+  // CPU time per item, microseconds: the server processes' and this process's (the client
+  // threads); -1 where there is none. Steadier than throughput on a shared machine.
+  double server_cpu_us = -1, client_cpu_us = -1;
   std::string error;
 };
+
+// user + system CPU seconds of a process, all threads (0 if it cannot be read).
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(line.substr(paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double ServerCpuSeconds(const BenchTarget& t) {
+  double sum = 0;
+  for (pid_t p : t.ServerPids()) sum += ProcessCpuSeconds(p);
+  return sum;
+}
+
+double SelfCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -149,12 +185,18 @@ Row Run(BenchTarget& t, const Config& c, double seconds) {
       }
     });
   }
+  const double server_cpu0 = ServerCpuSeconds(t), client_cpu0 = SelfCpuSeconds();
   uint64_t start = NowNanos();
   deadline = start + static_cast<uint64_t>(seconds * 1e9);
   go.store(true, std::memory_order_release);
   for (auto& th : threads) th.join();
   row.seconds = (NowNanos() - start) / 1e9;
   row.ops = items.load();
+  if (row.ops > 0) {
+    if (!t.ServerPids().empty())
+      row.server_cpu_us = (ServerCpuSeconds(t) - server_cpu0) / row.ops * 1e6;
+    row.client_cpu_us = (SelfCpuSeconds() - client_cpu0) / row.ops * 1e6;
+  }
   row.ops_per_s = row.ops / row.seconds;
   row.gbps = row.ops_per_s * c.size / 1e9;
   row.p50 = hist.Quantile(0.5) / 1e3;
@@ -217,9 +259,16 @@ void PrintRow(const Row& r) {
                 FormatSize(r.cfg.size).c_str(), r.cfg.clients, r.cfg.batch, r.error.c_str());
     return;
   }
-  std::printf("%-12s %-4s %8s %4u %4u %11.0f %7.2f %9.1f %9.1f %9.1f\n", r.target.c_str(),
+  auto cpu = [](double us) {
+    char b[16];
+    if (us < 0) return std::string("-");
+    std::snprintf(b, sizeof b, "%.1f", us);
+    return std::string(b);
+  };
+  std::printf("%-12s %-4s %8s %4u %4u %11.0f %7.2f %9.1f %9.1f %9.1f %8s %8s\n", r.target.c_str(),
               r.cfg.op.c_str(), FormatSize(r.cfg.size).c_str(), r.cfg.clients, r.cfg.batch,
-              r.ops_per_s, r.gbps, r.p50, r.p99, r.p999);
+              r.ops_per_s, r.gbps, r.p50, r.p99, r.p999, cpu(r.server_cpu_us).c_str(),
+              cpu(r.client_cpu_us).c_str());
   std::fflush(stdout);
 }
 
@@ -362,8 +411,9 @@ int NetBench(int argc, char** argv) {
   std::string dir = n > 0 ? std::string(exe, n) : "";
   env.kvpoold_path = dir.substr(0, dir.rfind('/') + 1) + "kvpoold";
 
-  std::printf("%-12s %-4s %8s %4s %4s %11s %7s %9s %9s %9s\n", "target", "op", "size", "cli", "bat",
-              "items/s", "GB/s", "p50 us", "p99 us", "p99.9 us");
+  std::printf("%-12s %-4s %8s %4s %4s %11s %7s %9s %9s %9s %8s %8s\n", "target", "op", "size",
+              "cli", "bat", "items/s", "GB/s", "p50 us", "p99 us", "p99.9 us", "srv cpu",
+              "cli cpu");
   std::vector<Row> rows;
   for (const std::string& name : targets) {
     auto target = StartTarget(name, env);
@@ -409,6 +459,7 @@ int NetBench(int argc, char** argv) {
     bool higher_better;
   };
   std::vector<Ratio> ratios;
+  constexpr double kNoGoal = -1;
   auto ratio = [&](const std::string& label, const Row* a, const Row* b, double Row::*f,
                    double goal, bool higher) {
     if (a && b && b->*f > 0) ratios.push_back({label, a->*f / b->*f, goal, higher});
@@ -422,6 +473,10 @@ int NetBench(int argc, char** argv) {
           Find(rows, "memcached", "get", k64, 8, 1), &Row::ops_per_s, 1.5, true);
     ratio(p + " / redis, 64K get x8 P99", Find(rows, kv, "get", k64, 8, 1),
           Find(rows, "redis", "get", k64, 8, 1), &Row::p99, 0.5, false);
+    for (const char* peer : {"redis", "memcached"}) {  // no goal: what each item costs
+      ratio(p + " / " + peer + ", 64K get x8 server CPU", Find(rows, kv, "get", k64, 8, 1),
+            Find(rows, peer, "get", k64, 8, 1), &Row::server_cpu_us, kNoGoal, false);
+    }
   }
   ratio("kvpool / echo, 64K get x1 P99", Find(rows, "kvpool", "get", k64, 1, 1),
         Find(rows, "echo", "get", k64, 1, 1), &Row::p99, 1.3, false);
@@ -433,6 +488,10 @@ int NetBench(int argc, char** argv) {
         Find(rows, "kvpool", "put", k64, 1, 1), &Row::p99, 40, true);
   if (!ratios.empty()) std::printf("\n%-44s %8s %8s\n", "ratio (this run)", "value", "goal");
   for (const Ratio& r : ratios) {
+    if (r.goal == kNoGoal) {
+      std::printf("%-44s %8.2f %8s\n", r.name.c_str(), r.value, "-");
+      continue;
+    }
     bool met = r.higher_better ? r.value >= r.goal : r.value <= r.goal;
     std::printf("%-44s %8.2f %s%-7.2f %s\n", r.name.c_str(), r.value,
                 r.higher_better ? ">=" : "<=", r.goal, met ? "met" : "NOT met");
@@ -446,8 +505,9 @@ int NetBench(int argc, char** argv) {
         << "\", \"size\": " << r.cfg.size << ", \"clients\": " << r.cfg.clients
         << ", \"batch\": " << r.cfg.batch << ", \"items_per_s\": " << r.ops_per_s
         << ", \"gb_per_s\": " << r.gbps << ", \"p50_us\": " << r.p50 << ", \"p99_us\": " << r.p99
-        << ", \"p999_us\": " << r.p999 << ", \"error\": \"" << r.error << "\"}"
-        << (i + 1 < rows.size() ? ",\n" : "\n");
+        << ", \"p999_us\": " << r.p999 << ", \"server_cpu_us_per_item\": " << r.server_cpu_us
+        << ", \"client_cpu_us_per_item\": " << r.client_cpu_us << ", \"error\": \"" << r.error
+        << "\"}" << (i + 1 < rows.size() ? ",\n" : "\n");
     }
     f << "  ],\n  \"ratios\": [\n";
     for (size_t i = 0; i < ratios.size(); ++i) {
