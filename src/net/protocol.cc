@@ -104,8 +104,16 @@ void AppendKey(std::vector<std::byte>& out, const BlockKey& key) {
 }
 
 void AppendKeys(std::vector<std::byte>& out, std::span<const BlockKey> keys) {
-  out.reserve(out.size() + keys.size() * kKeyBytes);
-  for (const BlockKey& k : keys) AppendKey(out, k);
+  // One growth and plain stores: a match_prefix of 1000 keys spent ~4 us in 2000
+  // one-word inserts.
+  size_t at = out.size();
+  out.resize(at + keys.size() * kKeyBytes);
+  std::byte* p = out.data() + at;
+  for (const BlockKey& k : keys) {
+    Put(p, k.hi);
+    Put(p + 8, k.lo);
+    p += kKeyBytes;
+  }
 }
 
 void AppendPutItem(std::vector<std::byte>& out, const PutItem& item) {
