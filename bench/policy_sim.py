@@ -87,6 +87,31 @@ def priority(reqs, cap, bonus=400, length_weight=2):
                 del cur[x]
     return hits
 
+def lru_admission(reqs, cap, tpr, fpr, seed=1):
+    """LRU where a request's new blocks are admitted by a predictor of whether any of them
+    is used again (an oracle that is right with probability tpr on reused requests and
+    wrong with probability fpr on the others): how good admission must be for a target."""
+    import random
+    rnd, last = random.Random(seed), {}
+    for t, r in enumerate(reqs):
+        for x in r["hash_ids"]:
+            last[x] = t
+    od, hits, seen = collections.OrderedDict(), 0, set()
+    for t, r in enumerate(reqs):
+        hits += leading(r["hash_ids"], od)
+        ids = full_blocks(r)
+        new = [x for x in ids if x not in seen]
+        admit = rnd.random() < (tpr if any(last[x] > t for x in new) else fpr)
+        for x in ids:
+            if x in od:
+                od.move_to_end(x)
+            elif x in seen or admit:
+                od[x] = 1
+                if len(od) > cap:
+                    od.popitem(last=False)
+        seen.update(new)
+    return hits
+
 def belady(reqs, cap):
     inf, nxt, last = float("inf"), [], {}
     for ri in range(len(reqs) - 1, -1, -1):
@@ -127,6 +152,9 @@ def main():
         ("S3-FIFO small 10%, ghost 90%", lambda: s3fifo(reqs, cap, 0.1, 0.9)),
         ("S3-FIFO small 50%, ghost 90%", lambda: s3fifo(reqs, cap, 0.5, 0.9)),
         ("priority: recency + use bonus", lambda: priority(reqs, cap)),
+        ("LRU, perfect per-request admission", lambda: lru_admission(reqs, cap, 1.0, 0.0)),
+        ("LRU, admission TPR 0.8 / FPR 0.2", lambda: lru_admission(reqs, cap, 0.8, 0.2)),
+        ("LRU, admission TPR 0.7 / FPR 0.3", lambda: lru_admission(reqs, cap, 0.7, 0.3)),
         ("Belady (offline optimum)", lambda: belady(reqs, cap)),
     ]
     for name, f in rows:
