@@ -30,6 +30,25 @@ TEST(Crc32c, ExtendEqualsWhole) {
   }
 }
 
+// Combining the CRCs of two parts equals the CRC of the whole, for any split (empty parts,
+// odd lengths, parts of megabytes).
+TEST(Crc32c, CombineEqualsWhole) {
+  std::mt19937_64 rng(9);
+  std::vector<unsigned char> buf(3 << 20);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  std::vector<std::pair<size_t, size_t>> cases = {
+      {0, 0}, {0, 5}, {5, 0}, {1, 1}, {1 << 20, 1 << 20}};
+  for (int i = 0; i < 200; ++i) {
+    size_t n = rng() % buf.size(), cut = n ? rng() % n : 0;
+    cases.push_back({cut, n - cut});
+  }
+  for (auto [a, b] : cases) {
+    uint32_t whole = Crc32c(buf.data(), a + b);
+    EXPECT_EQ(Crc32cCombine(Crc32c(buf.data(), a), Crc32c(buf.data() + a, b), b), whole)
+        << a << " + " << b;
+  }
+}
+
 TEST(Status, OkCarriesNothingAndErrorsCarryMessages) {
   Status ok;
   EXPECT_TRUE(ok.ok());

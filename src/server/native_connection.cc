@@ -11,8 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/crc32c.h"
+#include "server/io_workers.h"
 #include "server/server.h"
+#include "server/shm_copy.h"
 
 namespace kvpool::server {
 
@@ -25,19 +26,6 @@ constexpr int kFramesPerTurn = 32;  // then let the reactor's other connections 
 
 uint8_t CodeByte(const Status& s) { return static_cast<uint8_t>(s.code()); }
 
-// Copies in 64 KiB steps, checking each step's CRC over the destination while it is still
-// in this core's cache: one pass over the source, and the client does not have to pull the
-// bytes across cores a second time to verify them.
-bool CopyVerified(std::byte* dst, std::span<const std::byte> src, uint32_t want) {
-  constexpr size_t kStep = 64 * 1024;
-  uint32_t crc = 0;
-  for (size_t off = 0; off < src.size(); off += kStep) {
-    size_t n = std::min(kStep, src.size() - off);
-    std::memcpy(dst + off, src.data() + off, n);
-    crc = Crc32cExtend(crc, dst + off, n);
-  }
-  return crc == want;
-}
 }  // namespace
 
 NativeConnection::NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters,
@@ -410,6 +398,11 @@ void NativeConnection::DoGet(std::span<const std::byte> meta) {
   StartRead(std::make_shared<GetRead>(*server_.store(), std::move(keys), std::move(items)));
 }
 
+IoWorkers* NativeConnection::CopyHelpers() {
+  unsigned open = server_.open_connections().load(std::memory_order_relaxed);
+  return open <= server_.reactor_count() ? &server_.io() : nullptr;
+}
+
 void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
                                  std::vector<Result<BlockView>>& views) {
   std::vector<std::byte> m;
@@ -432,7 +425,7 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
       } else if (it.shm_offset != net::kInline) {
         if (!shm_ || it.shm_offset > shm_size_ || v.size() > shm_size_ - it.shm_offset) {
           r.code = static_cast<uint8_t>(Code::kInvalidArgument);
-        } else if (CopyVerified(shm_ + it.shm_offset, v, r.crc)) {
+        } else if (CopyVerified(shm_ + it.shm_offset, v, r.crc, CopyHelpers())) {
           r.flags = net::kVerifiedInShm;
         } else {  // the DRAM copy went bad: a miss, never wrong data
           r.code = static_cast<uint8_t>(Code::kNotFound);

@@ -22,6 +22,8 @@
 
 namespace kvpool::server {
 
+class IoWorkers;
+
 class NativeConnection final : public Connection {
  public:
   NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters, bool unix_socket);
@@ -51,6 +53,10 @@ class NativeConnection final : public Connection {
   void DoGet(std::span<const std::byte> meta);
   // Answers a get whose blocks are resolved: views[i] is item i's view or its status.
   void FinishGet(const std::vector<net::GetItem>& items, std::vector<Result<BlockView>>& views);
+  // The I/O threads, offered half of each large copy into shared memory while the server
+  // is lightly loaded (at most one open connection per reactor: the other cores are
+  // likely idle); null otherwise, when splitting would only add a hand-off.
+  IoWorkers* CopyHelpers();
   friend class GetRead;
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
