@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -33,7 +33,7 @@ TEST(ShmCopy, CopiesExactlyAndChecksTheCrcOnEveryPath) {
     for (IoWorkers* h : {static_cast<IoWorkers*>(nullptr), &helpers}) {
       std::vector<std::byte> dst(n + 1, std::byte{0x5A});
       EXPECT_TRUE(CopyVerified(dst.data(), src, crc, h)) << n;
-      EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), n)) << n;
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << n;
       EXPECT_EQ(dst[n], std::byte{0x5A}) << n;  // nothing past the end
       EXPECT_FALSE(CopyVerified(dst.data(), src, crc ^ 1, h)) << n;
     }
