@@ -125,6 +125,10 @@ class Store {
   // Commit only if the filled bytes' CRC32C equals `expected_crc` (a value that came over
   // a wire); otherwise the slot is released and kCorruption returned. One CRC pass.
   virtual Status CommitVerified(Reservation reservation, uint32_t expected_crc) = 0;
+  // Commit with the CRC32C the caller computed over the filled bytes as it wrote them (a
+  // copy that checksums on the way: no second pass). A wrong crc is never wrong data:
+  // flash reads and verifying clients check it, and a mismatch is a miss.
+  virtual Status CommitChecksummed(Reservation reservation, uint32_t crc) = 0;
 
   // Copies the value into `buffer` and returns its size.
   virtual Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) = 0;

@@ -357,6 +357,11 @@ Status TieredStore::CommitVerified(Reservation reservation, uint32_t expected_cr
   return CommitWithCrc(std::move(reservation), crc);
 }
 
+Status TieredStore::CommitChecksummed(Reservation reservation, uint32_t crc) {
+  if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
+  return CommitWithCrc(std::move(reservation), crc);
+}
+
 Status TieredStore::CommitWithCrc(Reservation reservation, uint32_t crc) {
   uint32_t id = reservation.record_;
   reservation.owner_ = nullptr;  // ownership of the record passes to Publish

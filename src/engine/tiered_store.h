@@ -42,6 +42,7 @@ class TieredStore final : public Store {
   Result<Reservation> Reserve(const BlockKey& key, size_t size, const PutOptions& options) override;
   Status Commit(Reservation reservation) override;
   Status CommitVerified(Reservation reservation, uint32_t expected_crc) override;
+  Status CommitChecksummed(Reservation reservation, uint32_t crc) override;
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
   Result<BlockView> Read(const BlockKey& key) override;
   Result<BlockView> ReadResident(const BlockKey& key) override;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -85,6 +87,39 @@ TEST(TieredStore, ReadFromFlashAndClear) {
   EXPECT_EQ(s->GetStats().index_entries, 0u);
   ASSERT_TRUE(s->Put(keys[0], TestValue(keys[0], 2, 1000)).ok());  // usable after Clear
   EXPECT_TRUE(s->Exists(keys[0]));
+}
+
+// CommitChecksummed trusts the caller's CRC (computed while it filled the slot): right,
+// the block reads back from DRAM and from flash; wrong, the flash read refuses it (a miss,
+// counted), never returning bytes that do not match the CRC they are stored with.
+TEST(TieredStore, CommitChecksummedTrustsTheCrcAndFlashReadsStillCheckIt) {
+  auto s = Flashy(4 * kMiB, 32 * kMiB);
+  BlockKey good = TestKey(7001), bad = TestKey(7002);
+  auto v = TestValue(good, 0, 64 * kKiB);
+  for (const BlockKey& k : {good, bad}) {
+    auto r = s->Reserve(k, v.size());
+    ASSERT_TRUE(r.ok());
+    std::memcpy(r->data().data(), v.data(), v.size());
+    uint32_t crc = Crc32c(v.data(), v.size()) ^ (k == bad ? 1u : 0u);
+    ASSERT_TRUE(s->CommitChecksummed(std::move(r).value(), crc).ok());
+    auto view = s->Read(k);  // a second use: kept on flash when demoted
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->crc(), crc);
+  }
+  for (uint64_t i = 0; i < 200; ++i) {  // push both out of DRAM (used twice, like them)
+    BlockKey k = TestKey(8000 + i);
+    ASSERT_TRUE(s->Put(k, TestValue(k, 0, 64 * kKiB)).ok());
+    ASSERT_TRUE(s->Read(k).ok());
+  }
+  s->Quiesce();
+  ASSERT_EQ(s->ReadResident(good).status().code(), Code::kBusy);  // held on flash only
+  ASSERT_EQ(s->ReadResident(bad).status().code(), Code::kBusy);
+  uint64_t crc_failures = s->GetStats().crc_failures;
+  auto g = s->Read(good);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), g->data().begin()));
+  EXPECT_EQ(s->Read(bad).status().code(), Code::kNotFound);
+  EXPECT_EQ(s->GetStats().crc_failures, crc_failures + 1);
 }
 
 TEST(TieredStore, ReadResidentNeverReadsFlashAndReadBatchReadsItTogether) {

@@ -269,6 +269,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
   results_.assign(hdr_.count, net::ResponseItem{});
   reservations_.clear();
   reservations_.resize(hdr_.count);
+  checksummed_.assign(hdr_.count, 0);
   targets_.clear();
   for (uint32_t i = 0; i < hdr_.count; ++i) {
     net::PutItem& it = put_items_[i];
@@ -299,7 +300,10 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     results_[i].code = CodeByte(s);
     if (from_shm) {
       if (reservations_[i].valid()) {
-        std::memcpy(reservations_[i].data().data(), shm_ + it.shm_offset, it.len);
+        // Checked on the way in; a mismatch is left to CommitVerified, which refuses it
+        // (kCorruption) and counts it like any other.
+        std::span<const std::byte> src(shm_ + it.shm_offset, it.len);
+        checksummed_[i] = CopyVerified(reservations_[i].data().data(), src, it.crc, CopyHelpers());
       }
     } else {
       targets_.push_back(
@@ -364,7 +368,9 @@ void NativeConnection::FinishPut() {
   Store* store = server_.store();
   for (uint32_t i = 0; i < put_items_.size(); ++i) {
     if (!reservations_[i].valid()) continue;
-    Status s = store->CommitVerified(std::move(reservations_[i]), put_items_[i].crc);
+    uint32_t crc = put_items_[i].crc;
+    Status s = checksummed_[i] ? store->CommitChecksummed(std::move(reservations_[i]), crc)
+                               : store->CommitVerified(std::move(reservations_[i]), crc);
     results_[i].code = CodeByte(s);
   }
   reservations_.clear();

@@ -81,6 +81,9 @@ class NativeConnection final : public Connection {
   std::vector<net::PutItem> put_items_;
   std::vector<Reservation> reservations_;
   std::vector<net::ResponseItem> results_;
+  // Per put item: copied out of shared memory with its CRC checked on the way, so the
+  // commit need not checksum it again.
+  std::vector<uint8_t> checksummed_;
   std::vector<std::byte> ping_data_;
   std::vector<std::byte> discard_;
 };
