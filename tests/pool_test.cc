@@ -263,7 +263,9 @@ TEST_F(PoolTest, NodeDeathRestartAndJoin) {
       }
     });
   }
-  std::this_thread::sleep_for(700ms);
+  // Enough blocks on every node before the kill, however slow this build runs (a fixed
+  // 700 ms gave fewer than the 200 asserted below under ASan on a busy machine).
+  EXPECT_TRUE(WaitFor([&] { return puts.load() >= 400; }, 15000ms)) << puts.load();
   killed = true;  // first: a request may fail before Kill() returns
   nodes_[1]->Kill();
   dead = true;
