@@ -1,6 +1,5 @@
 #include "daemon.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "common/proc_stat.h"
 
 namespace kvpool::testing {
 namespace {
@@ -107,23 +108,12 @@ void Daemon::Kill() {
 bool Daemon::Freeze() {
   if (pid_ <= 0) return false;
   ::kill(pid_, SIGSTOP);
-  // kill() returns before the threads stop: wait until each is 'T' in its stat.
-  std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  // kill() returns before the threads stop: wait until each is stopped ('T') in its stat.
   for (int i = 0; i < 150; ++i) {
-    bool all = true;
-    int seen = 0;
-    if (DIR* d = opendir(tasks.c_str())) {
-      while (dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::string line = ReadFile(tasks + "/" + e->d_name + "/stat");
-        size_t paren = line.rfind(')');
-        if (paren == std::string::npos || paren + 2 >= line.size()) continue;
-        ++seen;
-        if (line[paren + 2] != 'T' && line[paren + 2] != 't') all = false;
-      }
-      closedir(d);
-    }
-    if (all && seen > 0) return true;
+    std::vector<ProcStat> threads = ProcStat::OfThreads(pid_);
+    bool all = !threads.empty();
+    for (const ProcStat& t : threads) all &= t.Field(3) == "T" || t.Field(3) == "t";
+    if (all) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;

@@ -9,13 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "common/crc32c.h"
+#include "common/proc_stat.h"
 #include "daemon.h"
 #include "kvpool/client.h"
 #include "net/protocol.h"
@@ -534,20 +533,10 @@ TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {
   EXPECT_NE(out.find("store.dram_bytes"), std::string::npos);
 }
 
-// The nice value of each thread of `pid`, from /proc/PID/task/TID/stat (field 19).
+// The nice value of each thread of `pid` (field 19 of its stat).
 std::vector<int> ThreadNiceValues(pid_t pid) {
   std::vector<int> out;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream f(e.path() / "stat");
-    std::string line;
-    std::getline(f, line);
-    std::istringstream rest(line.substr(line.rfind(')') + 2));  // past "pid (comm) "
-    std::string field;
-    for (int i = 3; i <= 19 && rest >> field; ++i) {
-      if (i == 19) out.push_back(std::stoi(field));
-    }
-  }
+  for (const ProcStat& t : ProcStat::OfThreads(pid)) out.push_back(static_cast<int>(t.Number(19)));
   return out;
 }
 

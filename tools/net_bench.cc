@@ -22,6 +22,7 @@
 #include "bench_targets.h"
 #include "common/clock.h"
 #include "common/histogram.h"
+#include "common/proc_stat.h"
 #include "common/units.h"
 #include "net/socket.h"
 
@@ -76,27 +77,14 @@ struct Row {
   std::string error;
 };
 
-// user + system CPU seconds of a process, all threads (0 if it cannot be read).
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(f, line);
-  size_t paren = line.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(line.substr(paren + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
+// user + system CPU seconds of the server processes, all threads (utime + stime ticks).
 double ServerCpuSeconds(const BenchTarget& t) {
-  double sum = 0;
-  for (pid_t p : t.ServerPids()) sum += ProcessCpuSeconds(p);
-  return sum;
+  long long ticks = 0;
+  for (pid_t p : t.ServerPids()) {
+    ProcStat s = ProcStat::OfProcess(p);
+    ticks += s.Number(14) + s.Number(15);
+  }
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 double SelfCpuSeconds() {

@@ -164,32 +164,18 @@ class Client::Impl {
         }
       }
     }
-    while (n > 0 && deadline_ns_ != 0) {  // a call deadline: wait with poll, never past it
-      if (Status s = WaitReady(POLLIN); !s.ok()) return s;
-      ssize_t got = ::recv(fd_.get(), p, n, MSG_DONTWAIT);
-      if (got < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        return Status::Unavailable(std::string("recv: ") + std::strerror(errno));
-      }
-      if (got == 0) return Status::Unavailable("server closed the connection");
-      p += got;
-      n -= static_cast<size_t>(got);
-    }
-    while (n > 0 && address_.unix_socket) {
-      // Not a blocking recv here: a thread asleep in recv on a Unix stream socket is also
-      // woken each time the server reads one of this client's requests (the kernel's
-      // write-space wake-up, which recv's waiter does not filter), so every call would pay
-      // two wake-ups. poll's waiter ignores wake-ups for events it did not ask for.
+    // With a call deadline, wait in poll, never past it. On a Unix socket, wait in poll
+    // too: a thread asleep in recv on a Unix stream socket is also woken each time the
+    // server reads one of this client's requests (the kernel's write-space wake-up, which
+    // recv's waiter does not filter), so every call would pay two wake-ups; poll's waiter
+    // ignores wake-ups for events it did not ask for.
+    while (n > 0 && (deadline_ns_ != 0 || address_.unix_socket)) {
       ssize_t got = ::recv(fd_.get(), p, n, MSG_DONTWAIT);
       if (got < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN)
           return Status::Unavailable(std::string("recv: ") + std::strerror(errno));
-        pollfd pfd{fd_.get(), POLLIN, 0};
-        int r = ::poll(&pfd, 1, o_.request_timeout_ms > 0 ? o_.request_timeout_ms : -1);
-        if (r < 0 && errno != EINTR)
-          return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
-        if (r == 0) return Status::Timeout("no answer within request_timeout_ms");
+        if (Status s = WaitReady(POLLIN); !s.ok()) return s;
         continue;
       }
       if (got == 0) return Status::Unavailable("server closed the connection");
@@ -210,20 +196,24 @@ class Client::Impl {
     return Status::Ok();
   }
 
-  // Waits until the socket is ready for `events`, up to the call's deadline (and at most
-  // request_timeout_ms, as without a deadline).
+  // Waits until the socket is ready for `events`, up to the call's deadline if there is
+  // one, and at most request_timeout_ms (none if it is not positive).
   Status WaitReady(short events) {
-    uint64_t now = NowNanos();
-    if (now >= deadline_ns_) return Status::Timeout("deadline passed");
-    uint64_t left_ms = (deadline_ns_ - now + 999'999) / 1'000'000;
-    int ms = static_cast<int>(std::min<uint64_t>(left_ms, o_.request_timeout_ms));
+    int ms = o_.request_timeout_ms > 0 ? o_.request_timeout_ms : -1;
+    if (deadline_ns_ != 0) {
+      uint64_t now = NowNanos();
+      if (now >= deadline_ns_) return Status::Timeout("deadline passed");
+      uint64_t left_ms = (deadline_ns_ - now + 999'999) / 1'000'000;
+      ms = static_cast<int>(std::min<uint64_t>(left_ms, o_.request_timeout_ms));
+    }
     pollfd pfd{fd_.get(), events, 0};
     int r = ::poll(&pfd, 1, ms);
     if (r < 0 && errno != EINTR)
       return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
     if (r == 0) {
-      return NowNanos() >= deadline_ns_ ? Status::Timeout("deadline passed")
-                                        : Status::Timeout("no answer within request_timeout_ms");
+      return deadline_ns_ != 0 && NowNanos() >= deadline_ns_
+                 ? Status::Timeout("deadline passed")
+                 : Status::Timeout("no answer within request_timeout_ms");
     }
     return Status::Ok();
   }

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <random>
 #include <set>
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/proc_stat.h"
 #include "common/histogram.h"
 #include "kvpool/key.h"
 #include "kvpool/status.h"
@@ -47,6 +49,18 @@ TEST(Crc32c, CombineEqualsWhole) {
     EXPECT_EQ(Crc32cCombine(Crc32c(buf.data(), a), Crc32c(buf.data() + a, b), b), whole)
         << a << " + " << b;
   }
+}
+
+// /proc stat fields by their proc(5) numbers, for this very process and its threads.
+TEST(ProcStat, ReadsThisProcessAndItsThreads) {
+  ProcStat self = ProcStat::OfProcess(::getpid());
+  ASSERT_FALSE(self.empty());
+  EXPECT_EQ(self.Number(1), ::getpid());
+  EXPECT_EQ(self.Field(2), "kvpool_tests");
+  EXPECT_EQ(self.Field(3), "R");  // this thread, reading it
+  EXPECT_EQ(self.Field(1000), "");
+  EXPECT_GE(ProcStat::OfThreads(::getpid()).size(), 1u);
+  EXPECT_TRUE(ProcStat::OfProcess(0).empty());  // no such /proc entry
 }
 
 TEST(Status, OkCarriesNothingAndErrorsCarryMessages) {
