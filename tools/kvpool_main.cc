@@ -46,6 +46,8 @@ kvpool replay [options]
                         probation (one-hit blocks leaving probation are dropped)
   --probation F         share of DRAM for the probation queue (default 0.02: new
                         blocks pass through DRAM to flash, which acts as probation)
+  --reuse-bonus F       DRAM eviction: how many DRAM-fulls of newer blocks each past
+                        use of a block outlives (default 2; 0 = LRU)
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar
@@ -110,6 +112,11 @@ int Replay(int argc, char** argv) {
     } else if (a == "--probation") {
       if (!ParseFraction(v, &o.probation_fraction) || o.probation_fraction > 0.9)
         return Fail("--probation: a fraction in (0, 0.9]");
+    } else if (a == "--reuse-bonus") {
+      char* end = nullptr;
+      o.reuse_bonus = std::strtod(v, &end);
+      if (end == v || *end || !(o.reuse_bonus >= 0 && o.reuse_bonus <= 64))
+        return Fail("--reuse-bonus: a number in [0, 64]");
     } else if (a == "--requests") {
       if (!ParseSize(v, &requests)) return Fail("--requests: a count");
     } else if (a == "--json") {

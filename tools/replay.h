@@ -24,6 +24,7 @@ struct ReplayOptions {
   // distances are long, so a small probation queue that drops one-hit blocks loses reuses.
   Admission admission = Admission::kAll;
   double probation_fraction = 0.02;
+  double reuse_bonus = StoreOptions{}.reuse_bonus;
   unsigned tokens_per_block = 512;
 };
 

@@ -56,6 +56,10 @@ struct StoreOptions {
   Admission admission = Admission::kProbation;
   // Share of DRAM for the probation queue (S3-FIFO uses 10%).
   double probation_fraction = 0.1;
+  // Eviction from DRAM's main queue: each past use of a block (up to 3) keeps it as long
+  // as this many DRAM-fulls of newer blocks would. 0: plain LRU. Uses survive a trip
+  // through flash, so a block promoted back keeps its standing.
+  double reuse_bonus = 2.0;
   // The background mover demotes blocks to flash to keep this share of DRAM free, so puts
   // rarely wait for eviction.
   double dram_free_target = 0.05;

@@ -14,17 +14,18 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) 
   // One record per page is the most blocks the arena can hold.
   auto tier = std::unique_ptr<DramTier>(new DramTier(
       std::move(arena).value(), static_cast<uint32_t>(pages), static_cast<uint32_t>(pages),
-      options.probation_fraction, options.admission == Admission::kProbation));
+      options.probation_fraction, options.admission == Admission::kProbation, options.reuse_bonus));
   return tier;
 }
 
 DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
-                   double probation_fraction, bool probation)
+                   double probation_fraction, bool probation, double reuse_bonus)
     : arena_(std::move(arena)),
       pages_(pages),
       records_(new Record[max_records]),
       probation_(probation),
-      probation_pages_(static_cast<uint64_t>(probation_fraction * pages)) {
+      probation_pages_(static_cast<uint64_t>(probation_fraction * pages)),
+      bonus_pages_(static_cast<uint64_t>(reuse_bonus * pages)) {
   free_records_.reserve(max_records);
   for (uint32_t i = max_records; i > 0; --i) free_records_.push_back(i - 1);
   uint64_t slots = std::bit_ceil<uint64_t>(std::max<uint64_t>(4096, uint64_t{max_records} * 4));
@@ -113,37 +114,101 @@ void DramTier::RemoveLocked(List& l, uint32_t id) {
 
 void DramTier::Link(uint32_t id, bool main) {
   std::lock_guard<std::mutex> lock(policy_mu_);
-  if (records_[id].queue != kNone) return;
+  Record& r = records_[id];
+  if (r.queue != kNone) return;
+  uint64_t now = clock_.load(std::memory_order_relaxed);
+  r.last_use.store(now, std::memory_order_relaxed);
+  clock_.store(now + r.pages, std::memory_order_relaxed);
   if (main || !probation_) {
-    PushHeadLocked(main_, kMain, id);
+    PushMainLocked(id);
   } else {
     PushHeadLocked(small_, kSmall, id);
   }
+}
+
+void DramTier::PushMainLocked(uint32_t id) {
+  Record& r = records_[id];
+  r.queue = kMain;
+  r.link_seq = ++link_counter_;
+  r.heap_seq = ++heap_counter_;
+  main_.pages += r.pages;
+  ++main_.count;
+  HeapPushLocked({KeyOf(r), id, r.heap_seq});
+}
+
+void DramTier::RemoveMainLocked(uint32_t id) {
+  Record& r = records_[id];
+  r.queue = kNone;  // its heap entry is left behind, recognised as stale when it surfaces
+  main_.pages -= r.pages;
+  --main_.count;
+}
+
+namespace {
+// Heap order for std::*_heap (a max-heap of "comes out first"): the lowest key first, and
+// of equal keys the later pushed (a chain's child before its parent).
+struct OutLater {
+  template <class T>
+  bool operator()(const T& a, const T& b) const {
+    return a.key != b.key ? a.key > b.key : a.seq < b.seq;
+  }
+};
+}  // namespace
+
+void DramTier::HeapPushLocked(const HeapItem& item) {
+  heap_.push_back(item);
+  std::push_heap(heap_.begin(), heap_.end(), OutLater{});
+  MaybeCompactHeapLocked();
+}
+
+DramTier::HeapItem DramTier::HeapPopLocked() {
+  std::pop_heap(heap_.begin(), heap_.end(), OutLater{});
+  HeapItem top = heap_.back();
+  heap_.pop_back();
+  return top;
+}
+
+void DramTier::MaybeCompactHeapLocked() {
+  if (heap_.size() <= 2 * main_.count + 1024) return;
+  size_t kept = 0;
+  for (const HeapItem& it : heap_) {
+    const Record& r = records_[it.id];
+    if (r.queue == kMain && r.heap_seq == it.seq) heap_[kept++] = {KeyOf(r), it.id, it.seq};
+  }
+  heap_.resize(kept);
+  std::make_heap(heap_.begin(), heap_.end(), OutLater{});
 }
 
 void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
   std::lock_guard<std::mutex> lock(policy_mu_);
   Record& r = records_[id];
   Record& p = records_[parent];
-  constexpr uint32_t kRecent = 4096;  // links; longer than any chain stored at once
-  if (r.queue == kNone || r.queue != p.queue || id == parent ||
-      link_counter_ - p.link_seq > kRecent) {
+  if (r.queue == kNone || p.queue == kNone || id == parent) return;
+  if (r.queue == kMain) {
+    // "Just now": within 1/16 of DRAM's worth of linking, longer than any chain stored at
+    // once. The child takes the parent's recency, with none of its past uses, and being
+    // pushed later it leaves first of equal keys.
+    uint64_t mine = r.last_use.load(std::memory_order_relaxed);
+    uint64_t theirs = p.last_use.load(std::memory_order_relaxed);
+    if (theirs > mine || mine - theirs > pages_.total_pages() / 16 + 64) return;
+    r.last_use.store(theirs, std::memory_order_relaxed);
+    r.heap_seq = ++heap_counter_;
+    HeapPushLocked({KeyOf(r), id, r.heap_seq});
     return;
   }
-  List& l = r.queue == kSmall ? small_ : main_;
-  Queue q = static_cast<Queue>(r.queue);
-  RemoveLocked(l, id);
-  // Insert between the parent and its tail-side neighbour.
-  r.queue = q;
+  constexpr uint32_t kRecent = 4096;  // links; longer than any chain stored at once
+  if (r.queue != p.queue || link_counter_ - p.link_seq > kRecent) return;
+  // Probation is a FIFO: insert between the parent and its tail-side neighbour.
+  RemoveLocked(small_, id);
+  r.queue = kSmall;
   r.prev = parent;
   r.next = p.next;
   if (p.next != kNoRecord)
     records_[p.next].prev = id;
   else
-    l.tail = id;
+    small_.tail = id;
   p.next = id;
-  l.pages += r.pages;
-  ++l.count;
+  small_.pages += r.pages;
+  ++small_.count;
 }
 
 void DramTier::Unlink(uint32_t id) {
@@ -152,37 +217,37 @@ void DramTier::Unlink(uint32_t id) {
   if (r.queue == kSmall)
     RemoveLocked(small_, id);
   else if (r.queue == kMain)
-    RemoveLocked(main_, id);
+    RemoveMainLocked(id);
 }
 
 size_t DramTier::PickVictims(size_t max, Victim* out) {
   std::lock_guard<std::mutex> lock(policy_mu_);
   size_t n = 0;
-  uint64_t steps = 0, max_steps = 4 * (small_.count + main_.count) + 16;
+  uint64_t steps = 0, max_steps = 4 * (small_.count + heap_.size()) + 16;
   while (n < max && steps++ < max_steps) {
     bool from_small =
-        small_.tail != kNoRecord && (small_.pages > probation_pages_ || main_.tail == kNoRecord);
+        small_.tail != kNoRecord && (small_.pages > probation_pages_ || main_.count == 0);
     if (from_small) {
       uint32_t id = small_.tail;
       Record& r = records_[id];
       RemoveLocked(small_, id);
       if (r.freq.load(std::memory_order_relaxed) > 0) {
-        r.freq.store(0, std::memory_order_relaxed);
-        PushHeadLocked(main_, kMain, id);  // used during probation: admitted
+        PushMainLocked(id);  // used during probation: admitted
         continue;
       }
       out[n++] = {id, r.gen, r.key, probation_};
-    } else if (main_.tail != kNoRecord) {
-      uint32_t id = main_.tail;
-      Record& r = records_[id];
-      RemoveLocked(main_, id);
-      uint8_t f = r.freq.load(std::memory_order_relaxed);
-      if (f > 0) {
-        r.freq.store(static_cast<uint8_t>(f - 1), std::memory_order_relaxed);
-        PushHeadLocked(main_, kMain, id);
+    } else if (main_.count > 0 && !heap_.empty()) {
+      HeapItem top = HeapPopLocked();
+      Record& r = records_[top.id];
+      if (r.queue != kMain || r.heap_seq != top.seq) continue;  // left behind by a move
+      uint64_t key = KeyOf(r);
+      if (key > top.key) {  // used since it was pushed
+        top.key = key;
+        HeapPushLocked(top);
         continue;
       }
-      out[n++] = {id, r.gen, r.key, false};
+      RemoveMainLocked(top.id);
+      out[n++] = {top.id, r.gen, r.key, false};
     } else {
       break;
     }
@@ -190,18 +255,22 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
   return n;
 }
 
-void DramTier::GhostInsert(const BlockKey& key) {
-  uint64_t epoch = ghost_epoch_.fetch_add(1, std::memory_order_relaxed) & 0xFFFFFFFFu;
+void DramTier::GhostInsert(const BlockKey& key, uint8_t uses) {
+  constexpr uint64_t kEpochMask = (1u << 30) - 1;
+  uint64_t epoch = ghost_epoch_.fetch_add(1, std::memory_order_relaxed) & kEpochMask;
   uint64_t fp = key.hi >> 32;
-  ghost_[key.lo & ghost_mask_].store((fp << 32) | epoch, std::memory_order_relaxed);
+  uint64_t u = std::min(uses, kMaxUses);
+  ghost_[key.lo & ghost_mask_].store((fp << 32) | (u << 30) | epoch, std::memory_order_relaxed);
 }
 
-bool DramTier::GhostContains(const BlockKey& key) const {
+int DramTier::GhostUses(const BlockKey& key) const {
+  constexpr uint32_t kEpochMask = (1u << 30) - 1;
   uint64_t v = ghost_[key.lo & ghost_mask_].load(std::memory_order_relaxed);
-  if (v == 0 || (v >> 32) != (key.hi >> 32)) return false;
+  if (v == 0 || (v >> 32) != (key.hi >> 32)) return -1;
   uint32_t now = static_cast<uint32_t>(ghost_epoch_.load(std::memory_order_relaxed));
-  uint32_t age = now - static_cast<uint32_t>(v);
-  return age < ghost_window_.load(std::memory_order_relaxed);
+  uint32_t age = (now - static_cast<uint32_t>(v)) & kEpochMask;
+  if (age >= ghost_window_.load(std::memory_order_relaxed)) return -1;
+  return static_cast<int>((v >> 30) & 3);
 }
 
 }  // namespace kvpool::engine

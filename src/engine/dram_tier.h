@@ -1,13 +1,19 @@
 // The DRAM tier: the arena, its page allocator, one record per resident block, and the
 // eviction policy over those records.
 //
-// Policy: S3-FIFO (Yang et al., SOSP'23) with a prefix rule. New blocks enter a small
-// probation FIFO; a block used while there moves to the main FIFO; main is a FIFO with
-// reinsertion (a 2-bit use counter, CLOCK-like). Prefix rule: a new block is placed just
-// behind its parent (on the eviction side) when both were just stored, so a chain
-// leaves leaf first. (Passing over parents that still have children was tried first: it
-// kept stale parents alive a whole extra cycle and cost 3 points of hit ratio on the
-// Mooncake trace.) Hits only bump an atomic counter: no lock, no list move on reads.
+// Policy: a probation FIFO in front of a main queue ordered by priority (S3-FIFO's shape,
+// Yang et al., SOSP'23, with its main FIFO replaced). New blocks enter probation (or main
+// directly when probation is off); a block used while there moves to main. Main evicts
+// the lowest priority = last use + reuse bonus x past uses (at most 3), in a clock that
+// counts the pages linked: a block used again outlives newer one-time blocks, by
+// `reuse_bonus` DRAM-fulls per use. Hits store the clock and bump the use count in the
+// record (two relaxed atomics: no lock, no queue move on reads); the heap keeps each
+// record's key as of its push, a lower bound (keys only grow), and an entry that surfaces
+// with a stale key is pushed again with the current one.
+// Prefix rule: a new block whose parent was used or stored just now takes the parent's
+// last use and leaves before it (ties go to the later linked), so a chain leaves leaf
+// first. (Passing over parents that still have children was tried first: it kept stale
+// parents alive a whole extra cycle and cost 3 points of hit ratio on the Mooncake trace.)
 //
 // Records are pinned by readers (a count in `state`); a record leaving the index is
 // "doomed" and freed by whoever drops the last pin (or at once if none).
@@ -19,6 +25,7 @@
 #ifndef KVPOOL_ENGINE_DRAM_TIER_H_
 #define KVPOOL_ENGINE_DRAM_TIER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -43,9 +50,11 @@ struct Record {
   uint32_t prev = kNoRecord, next = kNoRecord;  // GUARDED_BY(policy mutex)
   uint8_t queue = 0;                            // GUARDED_BY(policy mutex)
   uint32_t link_seq = 0;                        // GUARDED_BY(policy mutex): when linked
-  std::atomic<uint8_t> freq{0};
-  std::atomic<bool> used{false};   // hit at least once since it entered DRAM
-  std::atomic<uint32_t> state{0};  // pins, plus kDoomed
+  uint32_t heap_seq = 0;  // GUARDED_BY(policy mutex): names the record's current heap entry
+  std::atomic<uint64_t> last_use{0};  // policy clock at the last use (or at linking)
+  std::atomic<uint8_t> freq{0};       // uses after the first, at most 3
+  std::atomic<bool> used{false};      // hit at least once since it entered DRAM
+  std::atomic<uint32_t> state{0};     // pins, plus kDoomed
 };
 
 class DramTier {
@@ -68,18 +77,27 @@ class DramTier {
   }
   // The record has left the index: free it now, or when its last pin goes.
   void Doom(uint32_t id);
+  static constexpr uint8_t kMaxUses = 3;
+  // A use (a hit, a re-put): counted, and the block's recency renewed.
   void Touch(uint32_t id) {
-    auto& f = records_[id].freq;
-    uint8_t v = f.load(std::memory_order_relaxed);
-    if (v < 3) f.store(static_cast<uint8_t>(v + 1), std::memory_order_relaxed);
-    records_[id].used.store(true, std::memory_order_relaxed);
+    Record& r = records_[id];
+    uint8_t v = r.freq.load(std::memory_order_relaxed);
+    if (v < kMaxUses) r.freq.store(static_cast<uint8_t>(v + 1), std::memory_order_relaxed);
+    r.used.store(true, std::memory_order_relaxed);
+    r.last_use.store(clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
+  // Past uses the block earned before this record (its flash copy, a ghost of it).
+  void SetUses(uint32_t id, uint8_t uses) {
+    records_[id].freq.store(std::min(uses, kMaxUses), std::memory_order_relaxed);
+  }
+  uint8_t Uses(uint32_t id) const { return records_[id].freq.load(std::memory_order_relaxed); }
 
-  // Enter the probation queue, or main directly (ghost hit, promotion from flash).
+  // Enter the probation queue, or main directly (ghost hit, promotion from flash), with
+  // recency now.
   void Link(uint32_t id, bool main);
-  // Moves `id` right behind `parent` (toward eviction) if both are in the same queue and
-  // the parent was linked recently (the chain is being stored now). An old parent (a
-  // shared system prompt deep in the queue) leaves its new child at the head.
+  // Orders `id` just before `parent` toward eviction if the parent was used or linked
+  // just now (the chain is being stored). An old parent (a shared system prompt not used
+  // for long) leaves its new child's recency as it is.
   void PlaceBehind(uint32_t id, uint32_t parent);
   // Leave whichever queue the record is in (no-op if none).
   void Unlink(uint32_t id);
@@ -95,9 +113,11 @@ class DramTier {
   // victim may be erased, freed and reused by another key in between.
   size_t PickVictims(size_t max, Victim* out);
 
-  // Ghost list of keys recently dropped from probation (approximate, fixed size).
-  void GhostInsert(const BlockKey& key);
-  bool GhostContains(const BlockKey& key) const;
+  // Ghost list of keys recently dropped (from probation unused, or from flash after a
+  // use), with their past uses; approximate, fixed size.
+  void GhostInsert(const BlockKey& key, uint8_t uses = 0);
+  // The ghost's past uses, or -1 if the key has none.
+  int GhostUses(const BlockKey& key) const;
   void SetGhostWindow(uint64_t blocks) { ghost_window_.store(blocks, std::memory_order_relaxed); }
 
   uint64_t capacity_bytes() const { return uint64_t{pages_.total_pages()} * 4096; }
@@ -111,10 +131,25 @@ class DramTier {
     uint32_t head = kNoRecord, tail = kNoRecord;
     uint64_t pages = 0, count = 0;
   };
+  struct HeapItem {
+    uint64_t key;
+    uint32_t id, seq;
+  };
   DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
-           double probation_fraction, bool probation);
+           double probation_fraction, bool probation, double reuse_bonus);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
+  uint64_t KeyOf(const Record& r) const {
+    return r.last_use.load(std::memory_order_relaxed) +
+           bonus_pages_ * r.freq.load(std::memory_order_relaxed);
+  }
+  // Main queue (the heap; main_ keeps only its counts).
+  void PushMainLocked(uint32_t id);
+  void RemoveMainLocked(uint32_t id);
+  void HeapPushLocked(const HeapItem& item);
+  HeapItem HeapPopLocked();
+  // Drops entries that no longer name their record's place, when they outnumber the rest.
+  void MaybeCompactHeapLocked();
 
   std::unique_ptr<mem::Arena> arena_;
   mem::PageAllocator pages_;
@@ -125,11 +160,16 @@ class DramTier {
 
   const bool probation_;
   const uint64_t probation_pages_;
+  const uint64_t bonus_pages_;  // clock ticks one past use is worth
   std::mutex policy_mu_;
-  List small_, main_;          // GUARDED_BY(policy_mu_)
-  uint32_t link_counter_ = 0;  // GUARDED_BY(policy_mu_)
+  List small_, main_;           // GUARDED_BY(policy_mu_)
+  uint32_t link_counter_ = 0;   // GUARDED_BY(policy_mu_)
+  uint32_t heap_counter_ = 0;   // GUARDED_BY(policy_mu_)
+  std::vector<HeapItem> heap_;  // GUARDED_BY(policy_mu_): min key on top
+  // Pages linked so far: the policy's clock. Written under policy_mu_, read by Touch.
+  std::atomic<uint64_t> clock_{0};
 
-  // Ghost slots: fingerprint (high 32 bits) | insertion epoch (low 32 bits).
+  // Ghost slots: fingerprint (high 32 bits) | past uses (2 bits) | insertion epoch (30 bits).
   std::unique_ptr<std::atomic<uint64_t>[]> ghost_;
   uint64_t ghost_mask_ = 0;
   std::atomic<uint64_t> ghost_epoch_{0};

@@ -22,7 +22,9 @@
 
 namespace kvpool::engine {
 
-// loc bit layout: [0, 32) size in bytes, [32, 62) flash page, bit 62 on-flash, bit 63 in-DRAM.
+// loc bit layout: [0, 30) size in bytes, [30, 32) past uses (0-3, kept while the block is
+// on flash only, for the DRAM policy when it comes back), [32, 62) flash page, bit 62
+// on-flash, bit 63 in-DRAM.
 // aux: the DRAM record id while in DRAM; otherwise the generation of the flash region the
 // block was written into (a region eviction bumps it, making the entry stale lazily).
 struct IndexEntry {
@@ -34,12 +36,15 @@ struct IndexEntry {
   static constexpr uint64_t kInDram = 1ull << 63;
   static constexpr uint64_t kOnFlash = 1ull << 62;
   static constexpr uint64_t kPageMask = (1ull << 30) - 1;
+  static constexpr uint64_t kSizeMask = (1ull << 30) - 1;
 
-  uint32_t size() const { return static_cast<uint32_t>(loc); }
+  uint32_t size() const { return static_cast<uint32_t>(loc & kSizeMask); }
+  uint8_t uses() const { return static_cast<uint8_t>((loc >> 30) & 3); }
+  void set_uses(uint8_t u) { loc = (loc & ~(3ull << 30)) | (uint64_t{u > 3 ? 3u : u} << 30); }
   bool in_dram() const { return loc & kInDram; }
   bool on_flash() const { return loc & kOnFlash; }
   uint32_t flash_page() const { return static_cast<uint32_t>((loc >> 32) & kPageMask); }
-  void set_size(uint32_t s) { loc = (loc & ~0xFFFFFFFFull) | s; }
+  void set_size(uint32_t s) { loc = (loc & ~kSizeMask) | s; }  // REQUIRES: s < 1 GiB
   void set_in_dram(bool v) { loc = v ? (loc | kInDram) : (loc & ~kInDram); }
   void set_flash(uint32_t page) {
     loc = (loc & ~(kPageMask << 32)) | (static_cast<uint64_t>(page) << 32) | kOnFlash;

@@ -15,7 +15,9 @@ Status StoreOptions::Validate() const {
   if (max_value_bytes == 0 || max_value_bytes > dram_bytes / 2) {
     return Status::InvalidArgument("max_value_bytes must be in (0, dram_bytes / 2]");
   }
-  if (max_value_bytes >= (1ull << 32)) return Status::InvalidArgument("max_value_bytes >= 4 GiB");
+  if (max_value_bytes >= (1ull << 30)) {
+    return Status::InvalidArgument("max_value_bytes must be under 1 GiB");
+  }
   if (region_bytes < 64 * kKiB || region_bytes % 4096) {
     return Status::InvalidArgument("region_bytes must be a multiple of 4 KiB, at least 64 KiB");
   }
@@ -29,6 +31,9 @@ Status StoreOptions::Validate() const {
     return Status::InvalidArgument("index_shards must be in 1..65536");
   if (probation_fraction < 0 || probation_fraction > 0.9) {
     return Status::InvalidArgument("probation_fraction must be in [0, 0.9]");
+  }
+  if (!(reuse_bonus >= 0 && reuse_bonus <= 64)) {
+    return Status::InvalidArgument("reuse_bonus must be in [0, 64]");
   }
   if (dram_free_target < 0 || dram_free_target > 0.5) {
     return Status::InvalidArgument("dram_free_target must be in [0, 0.5]");

@@ -159,6 +159,7 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       }
       if (clean) {
         e->set_in_dram(false);
+        e->set_uses(dram_->Uses(id));
         e->aux = r.flash_gen;
       } else {
         shard.Erase(e);
@@ -214,6 +215,7 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
         if (ok) {
           e->set_flash(w.ext.page);
           e->set_in_dram(false);
+          e->set_uses(dram_->Uses(w.id));
           e->aux = w.ext.gen;
           c_.demotions.fetch_add(1, std::memory_order_relaxed);
         } else {
@@ -243,8 +245,12 @@ void TieredStore::SweepStale(size_t slots) {
     Index::Shard& shard = index_.shard(sweep_shard_);
     std::lock_guard<std::mutex> lock(shard.mu);
     size_t n = std::min(slots, shard.capacity() - std::min(shard.capacity(), sweep_slot_));
-    shard.EraseIf(sweep_slot_, n,
-                  [this](const IndexEntry& e) { return !e.in_dram() && !FlashValidLocked(e); });
+    shard.EraseIf(sweep_slot_, n, [this](const IndexEntry& e) {
+      bool stale = !e.in_dram() && !FlashValidLocked(e);
+      // It leaves a ghost: put again soon, it counts as used again and keeps its standing.
+      if (stale) dram_->GhostInsert(e.key, e.uses());
+      return stale;
+    });
     slots -= std::min(slots, n);
     sweep_slot_ += n;
     if (sweep_slot_ >= shard.capacity()) {
@@ -268,6 +274,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     // miss, and also a ghost: the block was held recently, so it re-enters the main queue.
     bool ghost = false;
     if (e && !e->in_dram() && !FlashValidLocked(*e)) {
+      dram_->SetUses(id, e->uses() + 1);  // and its past uses with it, this put one more
       shard.Erase(e);
       e = nullptr;
       ghost = true;
@@ -286,7 +293,9 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     n->set_size(r.size);
     n->set_in_dram(true);
     n->aux = id;
-    dram_->Link(id, ghost || dram_->GhostContains(key));
+    int ghost_uses = dram_->GhostUses(key);
+    if (ghost_uses >= dram_->Uses(id)) dram_->SetUses(id, static_cast<uint8_t>(ghost_uses + 1));
+    dram_->Link(id, ghost || ghost_uses >= 0);
     if (options_.listener) options_.listener->OnStored(key, options.parent, r.size);
   }
   if (replaced != kNoRecord) {
@@ -421,6 +430,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
         Record& r = dram_->rec(fr.rec);
         r.key = fr.key;
         r.flash_gen = fr.gen;
+        dram_->SetUses(fr.rec, e->uses());
         // A flash hit is a use: it earns the block a rewrite if its flash copy is old by the
         // time it leaves DRAM (a prefetch is not a use).
         if (copy_out) dram_->Touch(fr.rec);

@@ -309,6 +309,38 @@ TEST(TieredStore, ChainLeavesGoBeforeParents) {
   EXPECT_LE(partial, 2);
 }
 
+TEST(TieredStore, PastUsesSurviveATripThroughFlash) {
+  StoreOptions o = SmallOptions(8 * kMiB);  // 128 blocks of 64 KiB
+  o.admission = Admission::kAll;
+  o.reuse_bonus = 2.0;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(128 * kMiB));
+  std::vector<std::byte> out(65536);
+  BlockKey a = TestKey(1), b = TestKey(2);
+  ASSERT_TRUE(s->Put(a, TestValue(a, 0, 65536)).ok());
+  ASSERT_TRUE(s->Put(b, TestValue(b, 0, 65536)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->Get(a, out).ok());  // a: three past uses
+  int filler = 100;
+  auto fill = [&](int n) {
+    for (int i = 0; i < n; ++i, ++filler)
+      ASSERT_TRUE(s->Put(TestKey(filler), TestValue(TestKey(filler), 0, 65536)).ok());
+  };
+  fill(128 * 8);  // eight DRAM-fulls: both leave DRAM (b soon, a after six) for flash
+  StoreStats st = s->GetStats();
+  ASSERT_TRUE(s->Get(a, out).ok());
+  ASSERT_TRUE(s->Get(b, out).ok());
+  ASSERT_EQ(s->GetStats().flash.hits - st.flash.hits, 2u) << "both come back from flash";
+  // Three more DRAM-fulls: b (one use now) is outlived by them, a (its uses came back with
+  // it) is not.
+  fill(128 * 3);
+  st = s->GetStats();
+  ASSERT_TRUE(s->Get(a, out).ok());
+  EXPECT_EQ(s->GetStats().dram.hits - st.dram.hits, 1u) << "a is still in DRAM";
+  st = s->GetStats();
+  ASSERT_TRUE(s->Get(b, out).ok());
+  EXPECT_EQ(s->GetStats().dram.hits - st.dram.hits, 0u) << "b is not";
+  EXPECT_EQ(out, TestValue(b, 0, 65536));
+}
+
 TEST(TieredStore, PrefetchBringsFlashBlocksIntoDram) {
   StoreOptions o = SmallOptions(8 * kMiB);
   o.admission = Admission::kAll;

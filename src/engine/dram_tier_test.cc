@@ -1,0 +1,190 @@
+// The DRAM tier's eviction order against a reference model: a list of linked records, each
+// with its last use and past uses, and the rule "evict the lowest last use + bonus x uses;
+// of equal ones the one placed last". Random links, uses, chain placements, unlinks and
+// evictions (records are freed and reused, so stale heap entries meet reused ids).
+#include "engine/dram_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "store_testing.h"
+
+namespace kvpool::engine {
+namespace {
+
+struct ModelRecord {
+  uint64_t last = 0;
+  uint8_t uses = 0;
+  uint64_t seq = 0;
+  uint32_t pages = 0;
+};
+
+class PolicyModel {
+ public:
+  PolicyModel(uint64_t total_pages, uint64_t bonus_pages)
+      : total_pages_(total_pages), bonus_(bonus_pages) {}
+  // A new record: no past uses.
+  void Allocated(uint32_t id) { uses_[id] = 0; }
+  // Linking keeps the record's past uses (a victim linked back, a record moving queues).
+  void Link(uint32_t id, uint32_t pages) {
+    linked_[id] = {clock_, uses_[id], ++seq_, pages};
+    clock_ += pages;
+  }
+  void Touch(uint32_t id) {
+    ModelRecord& r = linked_.at(id);
+    r.uses = uses_[id] = std::min<uint8_t>(r.uses + 1, 3);
+    r.last = clock_;
+  }
+  void PlaceBehind(uint32_t id, uint32_t parent) {
+    auto c = linked_.find(id), p = linked_.find(parent);
+    if (c == linked_.end() || p == linked_.end() || id == parent) return;
+    if (p->second.last > c->second.last || c->second.last - p->second.last > total_pages_ / 16 + 64)
+      return;
+    c->second.last = p->second.last;
+    c->second.seq = ++seq_;
+  }
+  void Unlink(uint32_t id) { linked_.erase(id); }
+  // The record the rule evicts next.
+  uint32_t Victim() const {
+    uint32_t best = kNoRecord;
+    uint64_t best_key = 0, best_seq = 0;
+    for (const auto& [id, r] : linked_) {
+      uint64_t key = r.last + bonus_ * r.uses;
+      if (best == kNoRecord || key < best_key || (key == best_key && r.seq > best_seq)) {
+        best = id;
+        best_key = key;
+        best_seq = r.seq;
+      }
+    }
+    return best;
+  }
+  bool linked(uint32_t id) const { return linked_.count(id) > 0; }
+  size_t size() const { return linked_.size(); }
+
+ private:
+  const uint64_t total_pages_, bonus_;
+  uint64_t clock_ = 0, seq_ = 0;
+  std::map<uint32_t, ModelRecord> linked_;
+  std::map<uint32_t, uint8_t> uses_;
+};
+
+void RunAgainstModel(double reuse_bonus, uint64_t seed) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);
+  o.admission = Admission::kAll;  // no probation queue: every record is in main
+  o.reuse_bonus = reuse_bonus;
+  auto created = DramTier::Create(o);
+  ASSERT_TRUE(created.ok());
+  DramTier& tier = **created;
+  const uint64_t total_pages = o.dram_bytes / 4096;
+  PolicyModel model(total_pages, static_cast<uint64_t>(reuse_bonus * total_pages));
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> live;  // allocated records, linked or not
+  auto pick = [&] { return live[rng() % live.size()]; };
+  int evictions = 0;
+  for (int step = 0; step < 20000; ++step) {
+    switch (rng() % 8) {
+      case 0:
+      case 1: {  // a new block, maybe placed behind a parent
+        uint32_t pages = 1 + rng() % 4;
+        uint32_t id = tier.Allocate(pages * 4096 - rng() % 4096);
+        if (id == kNoRecord) break;  // full: the eviction case makes room
+        uint32_t parent = live.empty() ? kNoRecord : pick();
+        live.push_back(id);
+        model.Allocated(id);
+        tier.Link(id, /*main=*/false);
+        model.Link(id, pages);
+        if (parent != kNoRecord && rng() % 2) {
+          tier.PlaceBehind(id, parent);
+          model.PlaceBehind(id, parent);
+        }
+        break;
+      }
+      case 2:
+      case 3: {  // a use
+        if (live.empty()) break;
+        uint32_t id = pick();
+        if (!model.linked(id)) break;
+        tier.Touch(id);
+        model.Touch(id);
+        break;
+      }
+      case 4: {  // leaves the queue (erased, or moving) and maybe comes back now
+        if (live.empty()) break;
+        uint32_t id = pick();
+        tier.Unlink(id);
+        model.Unlink(id);
+        if (rng() % 2) {
+          tier.Link(id, true);
+          model.Link(id, tier.rec(id).pages);
+        } else {
+          live.erase(std::find(live.begin(), live.end(), id));
+          tier.Free(id);
+        }
+        break;
+      }
+      default: {  // evict one and free it
+        if (model.size() == 0) break;
+        DramTier::Victim v;
+        ASSERT_EQ(tier.PickVictims(1, &v), 1u) << "step " << step;
+        ASSERT_EQ(v.id, model.Victim()) << "step " << step;
+        model.Unlink(v.id);
+        live.erase(std::find(live.begin(), live.end(), v.id));
+        tier.Free(v.id);
+        ++evictions;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(evictions, 3000);
+}
+
+TEST(DramTierPolicy, EvictsInTheModelsOrderWithReuseBonus) { RunAgainstModel(2.0, 1); }
+TEST(DramTierPolicy, EvictsInTheModelsOrderAsLru) { RunAgainstModel(0.0, 2); }
+TEST(DramTierPolicy, EvictsInTheModelsOrderWithSmallBonus) { RunAgainstModel(0.01, 3); }
+
+TEST(DramTierPolicy, ABlockUsedAgainOutlivesNewerOneTimeBlocks) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);
+  o.admission = Admission::kAll;
+  auto tier = std::move(DramTier::Create(o)).value();
+  uint32_t hot = tier->Allocate(4096);
+  tier->Link(hot, false);
+  tier->Touch(hot);
+  // A DRAM-full of one-time blocks linked after it all leave before it does.
+  std::vector<uint32_t> cold;
+  for (int i = 0; i < 1000; ++i) {
+    uint32_t id = tier->Allocate(4096);
+    ASSERT_NE(id, kNoRecord);
+    tier->Link(id, false);
+    cold.push_back(id);
+  }
+  for (size_t i = 0; i < cold.size(); ++i) {
+    DramTier::Victim v;
+    ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+    ASSERT_EQ(v.id, cold[i]) << i;  // the cold ones, oldest first
+  }
+  DramTier::Victim v;
+  ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+  EXPECT_EQ(v.id, hot);
+}
+
+TEST(DramTierPolicy, GhostsRememberPastUses) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);
+  auto tier = std::move(DramTier::Create(o)).value();
+  BlockKey a = testing::TestKey(1), b = testing::TestKey(2), c = testing::TestKey(3);
+  tier->GhostInsert(a, 2);
+  tier->GhostInsert(b);
+  tier->GhostInsert(c, 9);
+  EXPECT_EQ(tier->GhostUses(a), 2);
+  EXPECT_EQ(tier->GhostUses(b), 0);
+  EXPECT_EQ(tier->GhostUses(c), DramTier::kMaxUses);
+  EXPECT_EQ(tier->GhostUses(testing::TestKey(4)), -1);
+  // A ghost is forgotten once the window of later ghosts has passed it.
+  tier->SetGhostWindow(10);
+  for (int i = 0; i < 10; ++i) tier->GhostInsert(testing::TestKey(100 + i));
+  EXPECT_EQ(tier->GhostUses(a), -1);
+}
+
+}  // namespace
+}  // namespace kvpool::engine
