@@ -46,8 +46,8 @@ kvpool replay [options]
                         probation (one-hit blocks leaving probation are dropped)
   --probation F         share of DRAM for the probation queue (default 0.02: new
                         blocks pass through DRAM to flash, which acts as probation)
-  --reuse-bonus F       DRAM eviction: how many DRAM-fulls of newer blocks each past
-                        use of a block outlives (default 2; 0 = LRU)
+  --reuse-bonus F       DRAM eviction: how many store-fulls (DRAM + flash) of newer
+                        blocks each past use of a block outlives (default 0.6; 0 = LRU)
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar

@@ -57,11 +57,12 @@ struct StoreOptions {
   // Share of DRAM for the probation queue (S3-FIFO uses 10%).
   double probation_fraction = 0.1;
   // Eviction from DRAM's main queue: each past use of a block (up to 3) keeps it as long
-  // as this many DRAM-fulls of newer blocks would. 0: plain LRU. Uses survive a trip
-  // through flash, so a block promoted back keeps its standing.
-  double reuse_bonus = 2.0;
+  // as this many store-fulls (DRAM + flash) of newer blocks would. 0: plain LRU. Uses
+  // survive a trip through flash, so a block promoted back keeps its standing.
+  double reuse_bonus = 0.6;
   // The background mover demotes blocks to flash to keep this share of DRAM free, so puts
-  // rarely wait for eviction.
+  // rarely wait for eviction and flash hits find room to come back. Without a flash tier
+  // nothing is kept free (an eviction is then only a drop).
   double dram_free_target = 0.05;
   // A block hit while in DRAM is written to flash again when leaving DRAM if its flash
   // copy is older than this share of the log (it would soon be evicted). 1 disables.

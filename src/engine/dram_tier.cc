@@ -5,7 +5,8 @@
 
 namespace kvpool::engine {
 
-Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) {
+Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options,
+                                                   uint64_t flash_bytes) {
   auto arena = mem::Arena::Create(options.dram_bytes, options.huge_pages, options.prefault,
                                   options.lock_memory);
   if (!arena.ok()) return arena.status();
@@ -14,18 +15,20 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options) 
   // One record per page is the most blocks the arena can hold.
   auto tier = std::unique_ptr<DramTier>(new DramTier(
       std::move(arena).value(), static_cast<uint32_t>(pages), static_cast<uint32_t>(pages),
-      options.probation_fraction, options.admission == Admission::kProbation, options.reuse_bonus));
+      options.probation_fraction, options.admission == Admission::kProbation,
+      static_cast<uint64_t>(options.reuse_bonus *
+                            static_cast<double>(pages + flash_bytes / 4096))));
   return tier;
 }
 
 DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
-                   double probation_fraction, bool probation, double reuse_bonus)
+                   double probation_fraction, bool probation, uint64_t bonus_pages)
     : arena_(std::move(arena)),
       pages_(pages),
       records_(new Record[max_records]),
       probation_(probation),
       probation_pages_(static_cast<uint64_t>(probation_fraction * pages)),
-      bonus_pages_(static_cast<uint64_t>(reuse_bonus * pages)) {
+      bonus_pages_(bonus_pages) {
   free_records_.reserve(max_records);
   for (uint32_t i = max_records; i > 0; --i) free_records_.push_back(i - 1);
   uint64_t slots = std::bit_ceil<uint64_t>(std::max<uint64_t>(4096, uint64_t{max_records} * 4));

@@ -6,8 +6,8 @@
 // directly when probation is off); a block used while there moves to main. Main evicts
 // the lowest priority = last use + reuse bonus x past uses (at most 3), in a clock that
 // counts the pages linked: a block used again outlives newer one-time blocks, by
-// `reuse_bonus` DRAM-fulls per use. Hits store the clock and bump the use count in the
-// record (two relaxed atomics: no lock, no queue move on reads); the heap keeps each
+// `reuse_bonus` store-fulls (DRAM + flash) of them per use. Hits store the clock and bump the use
+// count in the record (two relaxed atomics: no lock, no queue move on reads); the heap keeps each
 // record's key as of its push, a lower bound (keys only grow), and an entry that surfaces
 // with a stale key is pushed again with the current one.
 // Prefix rule: a new block whose parent was used or stored just now takes the parent's
@@ -60,7 +60,9 @@ struct Record {
 class DramTier {
  public:
   static constexpr uint32_t kDoomed = 1u << 31;
-  static Result<std::unique_ptr<DramTier>> Create(const StoreOptions& options);
+  // `flash_bytes`: the flash tier's size (0: none); the reuse bonus is a share of both.
+  static Result<std::unique_ptr<DramTier>> Create(const StoreOptions& options,
+                                                  uint64_t flash_bytes = 0);
 
   // A record with room for `size` bytes (rounded up to pages), or kNoRecord.
   uint32_t Allocate(uint32_t size);
@@ -136,7 +138,7 @@ class DramTier {
     uint32_t id, seq;
   };
   DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
-           double probation_fraction, bool probation, double reuse_bonus);
+           double probation_fraction, bool probation, uint64_t bonus_pages);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
   uint64_t KeyOf(const Record& r) const {

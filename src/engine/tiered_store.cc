@@ -30,7 +30,7 @@ Result<std::unique_ptr<TieredStore>> TieredStore::Open(const StoreOptions& optio
   if (device && device->size() < options.region_bytes * 2) {
     return Status::InvalidArgument("flash device smaller than two regions");
   }
-  auto dram = DramTier::Create(options);
+  auto dram = DramTier::Create(options, device ? device->size() : 0);
   if (!dram.ok()) return dram.status();
   return std::unique_ptr<TieredStore>(
       new TieredStore(options, std::move(dram).value(), std::move(device)));
@@ -42,8 +42,11 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
       index_(options.index_capacity, options.index_shards),
       dram_(std::move(dram)),
       device_(std::move(device)),
-      free_target_bytes_(static_cast<uint64_t>(options.dram_free_target *
-                                               static_cast<double>(options.dram_bytes))) {
+      // Without flash an eviction is a drop, as cheap inline as in the background: nothing
+      // is kept free (on the Mooncake trace 5% kept free cost 0.008 of prefix hit ratio).
+      free_target_bytes_(device_ ? static_cast<uint64_t>(options.dram_free_target *
+                                                         static_cast<double>(options.dram_bytes))
+                                 : 0) {
   if (device_) flash_ = std::make_unique<FlashLog>(device_->size(), options.region_bytes);
   index_.set_listener(options.listener);
   if (options_.background_mover) mover_ = std::thread([this] { MoverLoop(); });
@@ -153,15 +156,13 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       e->clear_flash();
     }
     if (victims[i].one_hit || clean || !flash_) {
-      if (victims[i].one_hit) {
-        dram_->GhostInsert(key);
-        c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
-      }
+      if (victims[i].one_hit) c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
       if (clean) {
         e->set_in_dram(false);
         e->set_uses(dram_->Uses(id));
         e->aux = r.flash_gen;
       } else {
+        dram_->GhostInsert(key, dram_->Uses(id));  // dropped: remembered, with its uses
         shard.Erase(e);
       }
       c_.dram_evictions.fetch_add(1, std::memory_order_relaxed);

@@ -312,7 +312,7 @@ TEST(TieredStore, ChainLeavesGoBeforeParents) {
 TEST(TieredStore, PastUsesSurviveATripThroughFlash) {
   StoreOptions o = SmallOptions(8 * kMiB);  // 128 blocks of 64 KiB
   o.admission = Admission::kAll;
-  o.reuse_bonus = 2.0;
+  o.reuse_bonus = 2.0 * 8 / (8 + 128);  // a use is worth two DRAM-fulls
   auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(128 * kMiB));
   std::vector<std::byte> out(65536);
   BlockKey a = TestKey(1), b = TestKey(2);
