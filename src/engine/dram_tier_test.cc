@@ -147,6 +147,7 @@ TEST(DramTierPolicy, EvictsInTheModelsOrderWithSmallBonus) { RunAgainstModel(0.0
 TEST(DramTierPolicy, ABlockUsedAgainOutlivesNewerOneTimeBlocks) {
   StoreOptions o = testing::SmallOptions(4 * kMiB);
   o.admission = Admission::kAll;
+  o.reuse_bonus = 1.0;  // one past use outlives a store-full (here DRAM only) of new blocks
   auto tier = std::move(DramTier::Create(o)).value();
   uint32_t hot = tier->Allocate(4096);
   tier->Link(hot, false);
