@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -15,7 +16,7 @@
 namespace kvpool::server {
 namespace {
 
-using Value = std::variant<std::string, long long, bool, std::vector<std::string>>;
+using Value = std::variant<std::string, long long, bool, std::vector<std::string>, double>;
 
 uint64_t MemAvailable() {
   std::ifstream f("/proc/meminfo");
@@ -99,7 +100,11 @@ Result<Value> ParseValue(std::string_view s) {
   long long v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return Value(v);
-  return Status::InvalidArgument("value must be a \"string\", integer, true/false or [array]");
+  double d = 0;
+  auto [dend, dec] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (dec == std::errc() && dend == s.data() + s.size() && !s.empty()) return Value(d);
+  return Status::InvalidArgument(
+      "value must be a \"string\", integer, number, true/false or [array]");
 }
 
 Result<uint64_t> AsSize(const Value& v) {
@@ -142,6 +147,31 @@ Setter Int(std::function<void(DaemonConfig*, long long)> set, long long min, lon
                                      std::to_string(max));
     }
     set(c, *i);
+    return Status::Ok();
+  };
+}
+
+std::string FormatNumber(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return buf;
+}
+
+Setter Number(std::function<void(DaemonConfig*, double)> set, double min, double max) {
+  return [set, min, max](const Value& v, DaemonConfig* c) -> Status {
+    double d;
+    if (auto* i = std::get_if<long long>(&v)) {
+      d = static_cast<double>(*i);
+    } else if (auto* f = std::get_if<double>(&v)) {
+      d = *f;
+    } else {
+      return Status::InvalidArgument("expected a number");
+    }
+    if (!(d >= min && d <= max)) {
+      return Status::InvalidArgument("must be in [" + FormatNumber(min) + ", " + FormatNumber(max) +
+                                     "]");
+    }
+    set(c, d);
     return Status::Ok();
   };
 }
@@ -275,6 +305,10 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         },
         "touch the whole DRAM tier at start: no page-fault (or huge-page "
         "compaction) stalls on puts later (default true)"}},
+      {"store.reuse_bonus",
+       {Number([](DaemonConfig* c, double d) { c->store.reuse_bonus = d; }, 0, 64),
+        "DRAM eviction: how many store-fulls (DRAM + flash) of newer blocks each past use "
+        "of a block outlives (default 0.6; 0: LRU)"}},
       {"store.admission",
        {[](const Value& v, DaemonConfig* c) -> Status {
           auto s = AsString(v);

@@ -26,6 +26,7 @@ dram_bytes = "512MiB"
 flash_bytes = 0
 admission = "all"
 huge_pages = false
+reuse_bonus = 0.25
 
 [cluster]
 etcd = "10.0.0.1:2379,10.0.0.2:2379"
@@ -51,6 +52,7 @@ namespaces = ["a/*", "shared"]
   EXPECT_EQ(c.store.flash_bytes, 0u);
   EXPECT_EQ(c.store.admission, Admission::kAll);
   EXPECT_FALSE(c.store.huge_pages);
+  EXPECT_EQ(c.store.reuse_bonus, 0.25);
   EXPECT_EQ(c.cluster.etcd, "10.0.0.1:2379,10.0.0.2:2379");
   EXPECT_EQ(c.cluster.member_id, "host7");
   EXPECT_EQ(c.cluster.capacity, 2 * kGiB * 1024);
@@ -75,6 +77,10 @@ TEST(Config, ErrorsNameTheLine) {
   EXPECT_NE(err("[store]\nadmission = \"lru\"\n").find("probation"), std::string::npos);
   EXPECT_NE(err("[server]\nreactor_nice = 20\n").find("-20..19"), std::string::npos);
   EXPECT_NE(err("[server]\nreactor_nice = \"high\"\n").find("integer"), std::string::npos);
+  EXPECT_NE(err("[store]\nreuse_bonus = 65\n").find("[0, 64]"), std::string::npos);
+  EXPECT_NE(err("[store]\nreuse_bonus = -0.5\n").find("[0, 64]"), std::string::npos);
+  EXPECT_NE(err("[store]\nreuse_bonus = \"much\"\n").find("number"), std::string::npos);
+  EXPECT_NE(err("[store]\nreuse_bonus = 1.2.3\n").find("number"), std::string::npos);
 }
 
 TEST(Units, ParseAndFormatSizes) {
