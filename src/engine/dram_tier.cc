@@ -59,8 +59,8 @@ uint32_t DramTier::Allocate(uint32_t size) {
   r.pages = npages;
   r.size = size;
   r.flash_gen = 0;
-  r.prev = r.next = kNoRecord;
-  r.queue = kNone;
+  // queue, prev, next and heap_seq are the policy's (under its mutex, which may be reading
+  // them now for a stale heap entry naming this id): a free record is in no queue already.
   r.freq.store(0, std::memory_order_relaxed);
   r.used.store(false, std::memory_order_relaxed);
   r.state.store(0, std::memory_order_relaxed);
