@@ -29,7 +29,8 @@ struct StoreOptions {
   uint64_t dram_bytes = 256 * kMiB;
   // Try MAP_HUGETLB first, then transparent huge pages; normal pages if neither is there.
   bool huge_pages = true;
-  // Touch every arena page at open so the first puts do not pay page faults.
+  // Touch every arena page and the index tables at open, so the first puts do not pay
+  // page faults.
   bool prefault = false;
   // mlock the arena: pinned host memory (never swapped; what GPU DMA registration such as
   // cudaHostRegister wants). Open fails with a clear message if RLIMIT_MEMLOCK is too low.

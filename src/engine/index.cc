@@ -10,9 +10,9 @@ namespace {
 // Zeroed slots on huge pages when the table is large enough to fill one (a small table on
 // a 2 MiB page would commit the whole page at its first write); never the hugetlb pool,
 // which is sized for the DRAM tier.
-std::unique_ptr<mem::Arena> MapTable(size_t slots) {
+std::unique_ptr<mem::Arena> MapTable(size_t slots, bool prefault) {
   uint64_t bytes = slots * sizeof(IndexEntry);
-  auto arena = mem::Arena::Create(bytes, /*huge_pages=*/bytes >= (2u << 20), /*prefault=*/false,
+  auto arena = mem::Arena::Create(bytes, /*huge_pages=*/bytes >= (2u << 20), prefault,
                                   /*lock=*/false, /*hugetlb=*/false);
   if (!arena.ok()) throw std::bad_alloc();  // as the std::vector it replaces would
   return std::move(*arena);
@@ -20,14 +20,14 @@ std::unique_ptr<mem::Arena> MapTable(size_t slots) {
 
 }  // namespace
 
-Index::Index(uint64_t capacity, unsigned shards) {
+Index::Index(uint64_t capacity, unsigned shards, bool prefault) {
   if (shards == 0 || (shards & (shards - 1))) shards = std::bit_ceil(shards ? shards : 1u);
   if (shards > (1u << 20)) shards = 1u << 20;
   shard_mask_ = shards - 1;
   // Start at 75% load for the asked capacity (any size: homes are found by multiply-shift,
   // not a mask); tables double past 85%.
   uint64_t per = std::max<uint64_t>(64, capacity / shards * 4 / 3);
-  first_tables_ = MapTable(per * shards);
+  first_tables_ = MapTable(per * shards, prefault);
   auto* slots = reinterpret_cast<IndexEntry*>(first_tables_->base());
   for (unsigned i = 0; i < shards; ++i) {
     auto s = std::make_unique<Shard>();
@@ -84,7 +84,7 @@ void Index::Shard::Grow() {
   std::unique_ptr<mem::Arena> old_table = std::move(table_);
   const IndexEntry* old = slots_;
   size_t old_capacity = capacity_;
-  table_ = MapTable(old_capacity * 2);
+  table_ = MapTable(old_capacity * 2, /*prefault=*/false);  // the rehash writes it all now
   slots_ = reinterpret_cast<IndexEntry*>(table_->base());
   capacity_ = old_capacity * 2;
   for (size_t j = 0; j < old_capacity; ++j) {

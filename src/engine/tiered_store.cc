@@ -39,7 +39,7 @@ Result<std::unique_ptr<TieredStore>> TieredStore::Open(const StoreOptions& optio
 TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
                          std::unique_ptr<io::Device> device)
     : options_(options),
-      index_(options.index_capacity, options.index_shards),
+      index_(options.index_capacity, options.index_shards, options.prefault),
       dram_(std::move(dram)),
       device_(std::move(device)),
       // Without flash an eviction is a drop, as cheap inline as in the background: nothing
