@@ -104,6 +104,7 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   so.admission = o.admission;
   so.probation_fraction = o.probation_fraction;
   so.reuse_bonus = o.reuse_bonus;
+  so.prefault = true;  // as kvpoold does: page faults paid at open, not inside the timed puts
   so.index_capacity = res.capacity_blocks * 4;
   auto opened = Store::Open(so);
   if (!opened.ok()) return opened.status();
