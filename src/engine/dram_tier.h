@@ -6,10 +6,10 @@
 // directly when probation is off); a block used while there moves to main. Main evicts
 // the lowest priority = last use + reuse bonus x past uses (at most 3), in a clock that
 // counts the pages linked: a block used again outlives newer one-time blocks, by
-// `reuse_bonus` store-fulls (DRAM + flash) of them per use. Hits store the clock and bump the use
-// count in the record (two relaxed atomics: no lock, no queue move on reads); the heap keeps each
-// record's key as of its push, a lower bound (keys only grow), and an entry that surfaces
-// with a stale key is pushed again with the current one.
+// `reuse_bonus` store-fulls (DRAM + flash) of them per use. Hits store the clock and bump
+// the use count in the record (two relaxed atomics: no lock, no queue move on reads); the
+// heap keeps each record's key as of its push, a lower bound (keys only grow), and an
+// entry that surfaces with a stale key is pushed again with the current one.
 // Prefix rule: a new block whose parent was used or stored just now takes the parent's
 // last use and leaves before it (ties go to the later linked), so a chain leaves leaf
 // first. (Passing over parents that still have children was tried first: it kept stale
