@@ -142,8 +142,13 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
       res.bytes_got += gets[i].size;
     }
     res.prefix_hits += hits;
-    res.dram_hits += after.dram.hits - before.dram.hits;
-    res.flash_hits += after.flash.hits - before.flash.hits;
+    // Which tier served each of the leading hits. A block can leave between the match and
+    // the get (its flash region evicted by the mover meanwhile): the gets after it may still
+    // hit, but only the leading ones count, so the split is capped at them (DRAM first; only
+    // in such a batch is it approximate).
+    uint64_t from_dram = std::min<uint64_t>(after.dram.hits - before.dram.hits, hits);
+    res.dram_hits += from_dram;
+    res.flash_hits += std::min<uint64_t>(after.flash.hits - before.flash.hits, hits - from_dram);
     res.tokens_saved += Saved(hits, r, o.tokens_per_block);
     // Prefill computed the rest: store it, chained to its parent. Like vLLM and SGLang,
     // only full blocks are stored: a trailing partial block is never reusable.
