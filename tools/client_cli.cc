@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/histogram.h"
+#include "common/units.h"
 #include "host_noise.h"
 #include "kvpool/client.h"
 
@@ -35,7 +36,9 @@ kvpool stat               the server's counters
 kvpool ping               round trip to the server
 kvpool match-bench [N]    prefix-match latency: puts a chain of N (default 1000) 1 KiB blocks
                           in namespace "match-bench", then times match_prefix over it for 2 s
-                          (after 1 s measuring how often the host takes the CPU away)
+                          (after 1 s measuring how often the host takes the CPU away),
+                          then one data get of --get-bytes (default 64K; a 16-token block of
+                          Llama-3.1-8B is 2M) on the same connection for 1 s as the yardstick
   KEY is 32 hex digits (a block key, as ChainKeys derives) or any other string,
   which is hashed (XXH3-128) into a key.
   --server ADDR           host:port or unix:/path (default 127.0.0.1:7400, or $KVPOOL_SERVER)
@@ -44,6 +47,7 @@ kvpool match-bench [N]    prefix-match latency: puts a chain of N (default 1000)
   --overwrite             put: replace a held value (default: keep it, exit 1)
   --timeout-ms N          per request (default 5000)
   --busy-poll-us N        poll this long for a reply before sleeping (default 0)
+  --get-bytes B           match-bench: size of the yardstick get (default 64K, 4K..128M)
 )";
 
 int ClientCommand(const std::string& cmd, int argc, char** argv) {
@@ -51,12 +55,13 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
   if (const char* s = std::getenv("KVPOOL_SERVER")) o.address = s;
   if (const char* t = std::getenv("KVPOOL_TOKEN")) o.token = t;
   bool overwrite = false;
+  uint64_t get_bytes = 64 << 10;
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--server" || a == "--ns" || a == "--token" || a == "--timeout-ms" ||
-        a == "--busy-poll-us") {
+        a == "--busy-poll-us" || a == "--get-bytes") {
       const char* v = value();
       if (!v) return Usage(a + " needs a value");
       if (a == "--server") o.address = v;
@@ -64,6 +69,12 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
       if (a == "--token") o.token = v;
       if (a == "--timeout-ms") o.request_timeout_ms = o.connect_timeout_ms = std::atoi(v);
       if (a == "--busy-poll-us") o.busy_poll_us = static_cast<unsigned>(std::atoi(v));
+      if (a == "--get-bytes") {
+        auto b = ParseSize(v);
+        if (!b.ok() || *b < 4096 || *b > (128ull << 20))
+          return Usage("--get-bytes: a size from 4K to 128M, not \"" + std::string(v) + "\"");
+        get_bytes = *b;
+      }
     } else if (a == "--overwrite") {
       overwrite = true;
     } else if (a.starts_with("--")) {
@@ -115,9 +126,9 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
       matched = *r;
       ++count;
     }
-    // The yardstick the issue names: one data get (64 KiB) in the same run.
-    std::vector<std::byte> big(64 << 10, std::byte{1}), out(64 << 10);
-    BlockKey big_key = KeyFromBytes("match-bench-64k");
+    // The yardstick the issue names: one data get in the same run.
+    std::vector<std::byte> big(get_bytes, std::byte{1}), out(get_bytes);
+    BlockKey big_key = KeyFromBytes("match-bench-get-" + std::to_string(get_bytes));
     if (Status s = c.Put(big_key, big, PutOptions{.parent = {}, .overwrite = true}); !s.ok())
       return report(s);
     Histogram get_hist;
@@ -131,10 +142,11 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
     std::printf(
         "match_prefix over a %zu-block chain (%zu held): %llu calls, p50 %.1f us, p99 %.1f us, "
         "p99.9 %.1f us\n"
-        "one 64 KiB get, same connection:              p50 %.1f us, p99 %.1f us "
+        "one %s get, same connection: p50 %.1f us, p99 %.1f us "
         "(match_prefix p99 / get p99 = %.2f)\n",
         n, matched, (unsigned long long)count, hist.Quantile(0.5) / 1e3, hist.Quantile(0.99) / 1e3,
-        hist.Quantile(0.999) / 1e3, get_hist.Quantile(0.5) / 1e3, get_hist.Quantile(0.99) / 1e3,
+        hist.Quantile(0.999) / 1e3, FormatSize(get_bytes).c_str(), get_hist.Quantile(0.5) / 1e3,
+        get_hist.Quantile(0.99) / 1e3,
         double(hist.Quantile(0.99)) / double(get_hist.Quantile(0.99)));
     std::printf("%s (spinning 1 s before the run)\n", noise.ToString().c_str());
     return matched == n ? 0 : 1;
