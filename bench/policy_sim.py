@@ -152,6 +152,89 @@ def engine_priority(reqs, cap, beta=0.6, ghost_window=65536):
                     ghost.popitem(last=False)
     return hits
 
+def request_graph(reqs):
+    """Per request: the request that first stored the last block of its reused prefix
+    (its parent turn, -1 if only the first block is shared), its conversation depth, and
+    the gap in seconds to its first child turn with the blocks that child reuses of it."""
+    first, parent, depth = {}, [], []
+    for i, r in enumerate(reqs):
+        h, k = r["hash_ids"], 0
+        while k < len(h) and first.get(h[k], i) < i:
+            k += 1
+        p = first[h[k - 1]] if k > 1 else -1
+        parent.append(p)
+        depth.append(depth[p] + 1 if p >= 0 else 0)
+        for x in h:
+            first.setdefault(x, i)
+    child = [None] * len(reqs)
+    for i, p in enumerate(parent):
+        if p >= 0 and child[p] is None:
+            fb, hc = full_blocks(reqs[p]), reqs[i]["hash_ids"]
+            k = 0
+            while k < min(len(fb), len(hc)) and fb[k] == hc[k]:
+                k += 1
+            child[p] = ((reqs[i]["timestamp"] - reqs[p]["timestamp"]) / 1000, k)
+    return first, parent, depth, child
+
+def request_class(reqs, graph, i, features):
+    """What a store can see of request i when it stores it (and, for "out", what it cannot:
+    the output length), each cut into a few buckets."""
+    first, parent, depth, _ = graph
+    r, fb = reqs[i], full_blocks(reqs[i])
+    new = sum(1 for x in fb if first[x] == i)
+    gap = (r["timestamp"] - reqs[parent[i]]["timestamp"]) / 1000 if parent[i] >= 0 else None
+    out = r["output_length"]
+    values = {
+        "new": 0 if new == 0 else 1 if new == 1 else 2 if new <= 3 else 3 if new <= 15 else 4 if new <= 63 else 5,
+        "depth": min(depth[i], 4),
+        "gap": -1 if gap is None else 0 if gap < 60 else 1 if gap < 180 else 2,
+        "len": 0 if len(fb) < 4 else 1 if len(fb) < 16 else 2 if len(fb) < 48 else 3,
+        "out": 0 if out < 50 else 1 if out < 300 else 2 if out < 800 else 3,
+    }
+    return tuple(values[f] for f in features)
+
+RETENTION_GRID_S = [0, 15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 400, 500, 700, 1000, 1500,
+                    2500, 4000, 8000]
+
+def class_retention(reqs, cap, features):
+    """An upper estimate for admission/eviction by request class: each class of request
+    gets its own retention time (blocks expire that long after their last use; the
+    earliest expiry is evicted), and the times are fitted WITH HINDSIGHT on this very trace
+    (per class, the time that maximises reused blocks minus lambda x block-seconds held),
+    the best of a grid of lambdas and scales kept. An online policy that learns its
+    classes' behaviour as it goes can only do worse than this with the same features."""
+    graph = request_graph(reqs)
+    cls = [request_class(reqs, graph, i, features) for i in range(len(reqs))]
+    groups = collections.defaultdict(list)
+    for i, c in enumerate(cls):
+        held = len(full_blocks(reqs[i]))
+        if held:
+            gap, reused = graph[3][i] or (float("inf"), 0)
+            groups[c].append((held, gap, reused))
+    best = 0
+    for lam in (0.0002, 0.0005, 0.001, 0.002, 0.004):
+        keep = {}
+        for c, waits in groups.items():
+            keep[c] = max(RETENTION_GRID_S, key=lambda t: sum(k for _, g, k in waits if g < t)
+                          - lam * sum(h * min(g, t) for h, g, _ in waits))
+        for scale in (0.5, 1, 2):
+            exp, heap, hits, seq = {}, [], 0, 0
+            for i, r in enumerate(reqs):
+                hits += leading(r["hash_ids"], exp)
+                until = r["timestamp"] / 1000 + scale * keep.get(cls[i], 120)
+                for j, x in enumerate(full_blocks(r)):
+                    e = until - 1e-7 * j  # children expire just before their parents
+                    if exp.get(x, -1) < e:
+                        exp[x] = e
+                        seq += 1
+                        heapq.heappush(heap, (e, seq, x))
+                while len(exp) > cap:
+                    e, _, x = heapq.heappop(heap)
+                    if exp.get(x) == e:
+                        del exp[x]
+            best = max(best, hits)
+    return best
+
 def belady(reqs, cap):
     inf, nxt, last = float("inf"), [], {}
     for ri in range(len(reqs) - 1, -1, -1):
@@ -196,10 +279,14 @@ def main():
         ("LRU, perfect per-request admission", lambda: lru_admission(reqs, cap, 1.0, 0.0)),
         ("LRU, admission TPR 0.8 / FPR 0.2", lambda: lru_admission(reqs, cap, 0.8, 0.2)),
         ("LRU, admission TPR 0.7 / FPR 0.3", lambda: lru_admission(reqs, cap, 0.7, 0.3)),
+        ("retention by class, no class (hindsight fit)", lambda: class_retention(reqs, cap, ())),
+        ("retention by new blocks x depth (hindsight)", lambda: class_retention(reqs, cap, ("new", "depth"))),
+        ("retention by all a store sees (hindsight)", lambda: class_retention(reqs, cap, ("new", "depth", "gap", "len"))),
+        ("the same + output length (hindsight)", lambda: class_retention(reqs, cap, ("new", "depth", "gap", "len", "out"))),
         ("Belady (offline optimum)", lambda: belady(reqs, cap)),
     ]
     for name, f in rows:
-        print(f"{name:40s} {f() / total:.4f}", flush=True)
+        print(f"{name:46s} {f() / total:.4f}", flush=True)
 
 if __name__ == "__main__":
     main()

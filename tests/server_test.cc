@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -559,6 +560,29 @@ TEST_F(ServerTest, ReactorsRunAtTheirOwnNiceValue) {
   EXPECT_NE(out.find("--reactor-nice: an integer in -20..19"), std::string::npos) << out;
   EXPECT_EQ(Daemon::RunToExit({"--reactor-nice", "5x"}, &out), 2);
   EXPECT_NE(out.find("--reactor-nice"), std::string::npos) << out;
+}
+
+// `kvpool match-bench`: the real CLI against a real kvpoold; the yardstick get's size is an
+// option, and a bad size is a clear usage error.
+TEST_F(ServerTest, MatchBenchCommandMatchesTheWholeChainAndSizesItsGet) {
+  StartOrDie();
+  std::string cli = testing::KvpooldPath();
+  cli = cli.substr(0, cli.rfind('/') + 1) + "kvpool";
+  auto run = [&](const std::string& args, std::string* out) {
+    FILE* p = popen((cli + " match-bench " + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    out->clear();
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out->append(buf, n);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  std::string out;
+  EXPECT_EQ(run("40 --server " + daemon_->tcp_address() + " --get-bytes 128K", &out), 0) << out;
+  EXPECT_NE(out.find("40-block chain (40 held)"), std::string::npos) << out;
+  EXPECT_NE(out.find("one 128.0 KiB get"), std::string::npos) << out;
+  EXPECT_EQ(run("40 --server " + daemon_->tcp_address() + " --get-bytes 3x", &out), 2) << out;
+  EXPECT_NE(out.find("--get-bytes: a size from 4K to 128M"), std::string::npos) << out;
+  EXPECT_EQ(run("40 --server " + daemon_->tcp_address() + " --get-bytes 1K", &out), 2) << out;
 }
 
 }  // namespace
