@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -51,6 +52,18 @@ std::string KvpooldPath() {
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string self(exe, n > 0 ? n : 0);
   return self.substr(0, self.rfind('/') + 1) + "kvpoold";
+}
+
+int RunKvpoolCli(const std::string& args, std::string* out) {
+  std::string cli = KvpooldPath();
+  cli = cli.substr(0, cli.rfind('/') + 1) + "kvpool";
+  out->clear();
+  FILE* p = popen((cli + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out->append(buf, n);
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 bool Daemon::Start(const std::vector<std::string>& extra, const std::string& listen,

@@ -49,6 +49,10 @@ class Daemon {
 // The kvpoold binary built beside the tests.
 std::string KvpooldPath();
 
+// Runs the `kvpool` CLI built beside the tests with `args` (passed through the shell) to
+// completion; returns its exit code, stdout and stderr together in *out.
+int RunKvpoolCli(const std::string& args, std::string* out);
+
 }  // namespace kvpool::testing
 
 #endif  // KVPOOL_TESTING_DAEMON_H_

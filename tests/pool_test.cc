@@ -467,15 +467,8 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
 TEST_F(PoolTest, ClusterStatusCommand) {
   nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
   ASSERT_TRUE(nodes_[0]->Start()) << nodes_[0]->output();
-  std::string cli = testing::KvpooldPath();
-  cli = cli.substr(0, cli.rfind('/') + 1) + "kvpool";
-  auto run = [&](const std::string& args, std::string* out) {
-    FILE* p = popen((cli + " cluster status " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    out->clear();
-    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out->append(buf, n);
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto run = [](const std::string& args, std::string* out) {
+    return testing::RunKvpoolCli("cluster status " + args, out);
   };
   std::string out;
   std::string live = nodes_[0]->tcp_address() + ",id=live,zone=z9,capacity=2GiB";

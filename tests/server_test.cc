@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -566,15 +565,8 @@ TEST_F(ServerTest, ReactorsRunAtTheirOwnNiceValue) {
 // option, and a bad size is a clear usage error.
 TEST_F(ServerTest, MatchBenchCommandMatchesTheWholeChainAndSizesItsGet) {
   StartOrDie();
-  std::string cli = testing::KvpooldPath();
-  cli = cli.substr(0, cli.rfind('/') + 1) + "kvpool";
-  auto run = [&](const std::string& args, std::string* out) {
-    FILE* p = popen((cli + " match-bench " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    out->clear();
-    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out->append(buf, n);
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  auto run = [](const std::string& args, std::string* out) {
+    return testing::RunKvpoolCli("match-bench " + args, out);
   };
   std::string out;
   EXPECT_EQ(run("40 --server " + daemon_->tcp_address() + " --get-bytes 128K", &out), 0) << out;
