@@ -23,6 +23,14 @@ def leading(h, held):
         k += 1
     return k
 
+def evict_lazily(held, heap, cap):
+    """Pop the heap's lowest entries (value, ..., block) until at most cap blocks are held;
+    an entry whose block has since been given another value (or left) is stale: skipped."""
+    while len(held) > cap:
+        entry = heapq.heappop(heap)
+        if held.get(entry[-1]) == entry[0]:
+            del held[entry[-1]]
+
 def lru(reqs, cap, skip_partial):
     od, hits = collections.OrderedDict(), 0
     for r in reqs:
@@ -81,10 +89,7 @@ def priority(reqs, cap, bonus=400, length_weight=2):
             p = (t - length_weight * len(ids) + bonus * min(cnt[x] - 1, 3), -i)
             cur[x] = p
             heapq.heappush(heap, (p, x))
-        while len(cur) > cap:
-            p, x = heapq.heappop(heap)
-            if cur.get(x) == p:
-                del cur[x]
+        evict_lazily(cur, heap, cap)
     return hits
 
 def lru_admission(reqs, cap, tpr, fpr, seed=1):
@@ -204,12 +209,13 @@ def class_retention(reqs, cap, features):
     the best of a grid of lambdas and scales kept. An online policy that learns its
     classes' behaviour as it goes can only do worse than this with the same features."""
     graph = request_graph(reqs)
+    child = graph[3]
     cls = [request_class(reqs, graph, i, features) for i in range(len(reqs))]
     groups = collections.defaultdict(list)
     for i, c in enumerate(cls):
         held = len(full_blocks(reqs[i]))
         if held:
-            gap, reused = graph[3][i] or (float("inf"), 0)
+            gap, reused = child[i] or (float("inf"), 0)
             groups[c].append((held, gap, reused))
     best = 0
     for lam in (0.0002, 0.0005, 0.001, 0.002, 0.004):
@@ -228,10 +234,7 @@ def class_retention(reqs, cap, features):
                         exp[x] = e
                         seq += 1
                         heapq.heappush(heap, (e, seq, x))
-                while len(exp) > cap:
-                    e, _, x = heapq.heappop(heap)
-                    if exp.get(x) == e:
-                        del exp[x]
+                evict_lazily(exp, heap, cap)
             best = max(best, hits)
     return best
 
@@ -251,12 +254,9 @@ def belady(reqs, cap):
             if nxt[ri][i] == inf:
                 cur.pop(x, None)  # never used again: not admitted
                 continue
-            cur[x] = nxt[ri][i]
+            cur[x] = -nxt[ri][i]  # the heap's key: the furthest next use leaves first
             heapq.heappush(heap, (-nxt[ri][i], i, x))
-        while len(cur) > cap:
-            p, i, x = heapq.heappop(heap)
-            if cur.get(x) == -p:
-                del cur[x]
+        evict_lazily(cur, heap, cap)
     return hits
 
 def main():
