@@ -163,6 +163,10 @@ class Store {
 
   virtual StoreStats GetStats() const = 0;
 
+  // The DRAM tier's memory (every DRAM-resident block's bytes lie in it), for registering
+  // it with a device once (kvpool::gpu::RegisterHost) so that blocks move without staging.
+  virtual std::span<std::byte> DramMemory() const = 0;
+
  protected:
   friend class Reservation;
   friend class BlockView;

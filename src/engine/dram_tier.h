@@ -36,6 +36,7 @@
 #include "kvpool/key.h"
 #include "kvpool/options.h"
 #include "mem/arena.h"
+#include <span>
 #include "mem/page_allocator.h"
 
 namespace kvpool::engine {
@@ -126,6 +127,7 @@ class DramTier {
   uint64_t free_bytes() const { return uint64_t{pages_.free_pages()} * 4096; }
   uint64_t blocks() const { return live_.load(std::memory_order_relaxed); }
   const char* page_kind() const { return arena_->page_kind(); }
+  std::span<std::byte> memory() const { return {arena_->base(), arena_->size()}; }
 
  private:
   enum Queue : uint8_t { kNone = 0, kSmall = 1, kMain = 2 };

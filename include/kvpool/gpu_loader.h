@@ -1,0 +1,88 @@
+// Blocks between kvpool and a paged GPU KV cache: loads (an embedded Store, a NearCache,
+// kvpoold over one or more connections) and stores (GPU -> kvpool), each a batch of keys
+// with a slot per key, the moves one kernel per batch (kvpool/gpu.h).
+//
+// Copies: a block resident in a registered store's DRAM (RegisterStore) moves straight
+// from the store's memory into GPU memory; a block from kvpoold lands in registered memory
+// (the same-host shared region, or the loader's pinned staging) and moves from there; a
+// store writes each slot straight into a reservation of the target store. Loads from
+// kvpoold are pipelined: chunk i+1 is in flight on the wire while chunk i crosses PCIe.
+//
+// Every call enqueues on the caller's stream and returns; the host memory read by loads in
+// flight stays held until they pass (the loader checks at each call; Synchronize waits).
+// A block of the wrong size for the layout is kInvalidArgument for that item; a miss is
+// kNotFound; neither fails the batch.
+//
+// Thread safety: one thread at a time per loader.
+#ifndef KVPOOL_GPU_LOADER_H_
+#define KVPOOL_GPU_LOADER_H_
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvpool/client.h"
+#include "kvpool/gpu.h"
+#include "kvpool/near_cache.h"
+#include "kvpool/store.h"
+
+namespace kvpool::gpu {
+
+struct LoaderOptions {
+  uint32_t chunk_blocks = 64;  // blocks per pipelined request when loading from kvpoold
+};
+
+// Registers a store's DRAM tier with the device (once per store; kvpool::gpu::RegisterHost).
+Status RegisterStore(Store& store);
+
+class Loader {
+ public:
+  static Result<std::unique_ptr<Loader>> Create(const PagedLayout& layout,
+                                                const LoaderOptions& options = {});
+  ~Loader();  // waits for the loads in flight
+
+  // out[i]: the status of keys[i] (OK, kNotFound, kInvalidArgument for a wrong size).
+  Status Load(Store& store, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
+              LayerRange layers, void* stream, std::span<Status> out);
+  // From kvpoold: the keys are split into contiguous shares, one per connection, fetched in
+  // parallel (a connection with a same-host shared region receives into it).
+  Status Load(std::span<Client* const> clients, std::span<const BlockKey> keys,
+              std::span<const uint32_t> slots, LayerRange layers, void* stream,
+              std::span<Status> out, Deadline deadline = {});
+  // Local blocks straight from the near cache, the rest through it from its pool.
+  Status Load(NearCache& near, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
+              LayerRange layers, void* stream, std::span<Status> out, Deadline deadline = {});
+  // Layer streaming: one get per layer of `layers` (LayerKey parts of `blocks`), each
+  // moved to the GPU as it arrives and `events[i]` recorded after layer layers[i]'s move,
+  // so the compute stream waits only for the layer it needs next. out[i * blocks + j].
+  Status LoadLayers(Client& client, std::span<const BlockKey> blocks,
+                    std::span<const uint32_t> slots, std::span<const uint32_t> layers,
+                    void* stream, std::span<Event* const> events, std::span<Status> out,
+                    Deadline deadline = {});
+
+  // GPU -> kvpool: the parts of `layers` in each slot become the block keys[i] (chained to
+  // parents[i], empty for none). Insert-only: a held key is kExists and left alone. The host
+  // waits for the copies (the blocks must be complete before they are committed).
+  Status Save(Store& store, std::span<const BlockKey> keys, std::span<const BlockKey> parents,
+              std::span<const uint32_t> slots, LayerRange layers, void* stream,
+              std::span<Status> out);
+  Status Save(Client& client, std::span<const BlockKey> keys, std::span<const BlockKey> parents,
+              std::span<const uint32_t> slots, LayerRange layers, void* stream,
+              std::span<Status> out, Deadline deadline = {});
+
+  // Waits until every load enqueued so far has landed, and releases what they read.
+  Status Synchronize();
+
+  const PagedLayout& layout() const;
+  Mover::Stats stats() const;
+
+  class Impl;
+
+ private:
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvpool::gpu
+
+#endif  // KVPOOL_GPU_LOADER_H_

@@ -1,0 +1,444 @@
+// The loader: kvpool's sources and targets on one side, a Mover on the other. Host memory
+// read by a load stays held (views, staging) until that load's event has passed.
+#include "kvpool/gpu_loader.h"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace kvpool::gpu {
+namespace {
+
+// Regions this process registered through the loader (a store's DRAM, a client's region):
+// registering is slow (it pins every page), so each is registered once.
+Status RegisterOnce(std::span<std::byte> region) {
+  static std::mutex mu;
+  static std::set<const std::byte*>* done = new std::set<const std::byte*>;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done->count(region.data())) return Status::Ok();
+  Status s = RegisterHost(region);
+  if (s.ok()) done->insert(region.data());
+  return s;
+}
+
+Status CheckSizes(size_t keys, size_t slots, size_t out) {
+  if (slots != keys || out != keys)
+    return Status::InvalidArgument("keys, slots and statuses differ in length");
+  return Status::Ok();
+}
+
+Status WrongSize(size_t got, uint64_t want) {
+  return Status::InvalidArgument("block of " + std::to_string(got) + " bytes; the layout's is " +
+                                 std::to_string(want));
+}
+
+}  // namespace
+
+Status RegisterStore(Store& store) {
+  std::span<std::byte> m = store.DramMemory();
+  if (m.empty()) return Status::InvalidArgument("store has no DRAM tier");
+  return RegisterOnce(m);
+}
+
+// A connection's worker: its mover, its two staging halves (registered memory: the
+// connection's same-host region when it is large enough, else pinned memory it owns) and
+// the event of each half's last move.
+struct Worker {
+  std::unique_ptr<Mover> mover;
+  std::unique_ptr<PinnedBuffer> pinned;
+  std::unique_ptr<Event> done[2];
+  bool used[2] = {false, false};
+
+  Status Init(const PagedLayout& layout) {
+    if (mover) return Status::Ok();
+    auto m = Mover::Create(layout);
+    if (!m.ok()) return m.status();
+    mover = std::move(*m);
+    for (auto& e : done) {
+      auto r = Event::Create();
+      if (!r.ok()) return r.status();
+      e = std::move(*r);
+    }
+    return Status::Ok();
+  }
+  // Waits until half h's last move has read its memory.
+  Status Free(int h) {
+    if (!used[h]) return Status::Ok();
+    used[h] = false;
+    return done[h]->Synchronize();
+  }
+  Status Drain() {
+    Status s0 = Free(0), s1 = Free(1);
+    return s0.ok() ? s1 : s0;
+  }
+  // Staging of `bytes` (both halves): the client's region if it holds them, else pinned.
+  Result<std::span<std::byte>> Staging(Client* c, size_t bytes) {
+    if (c) {
+      std::span<std::byte> shm = c->shared_memory();
+      if (shm.size() >= bytes && RegisterOnce(shm).ok()) return shm.first(bytes);
+    }
+    if (!pinned || pinned->data().size() < bytes) {
+      if (Status s = Drain(); !s.ok()) return s;
+      pinned.reset();
+      auto p = PinnedBuffer::Create(bytes);
+      if (!p.ok()) return p.status();
+      pinned = std::move(*p);
+    }
+    return pinned->data().first(bytes);
+  }
+};
+
+class Loader::Impl {
+ public:
+  PagedLayout layout;
+  LoaderOptions o;
+  std::unique_ptr<Mover> mover;  // loads from stores
+  struct InFlight {
+    std::unique_ptr<Event> done;
+    std::vector<BlockView> views;
+  };
+  std::deque<InFlight> in_flight;
+  std::vector<std::unique_ptr<Worker>> workers;  // one per connection of a parallel load
+
+  uint32_t Count(LayerRange r) const { return r.count ? r.count : layout.layers() - r.first; }
+
+  void Reap() {
+    while (!in_flight.empty() && in_flight.front().done->Ready()) in_flight.pop_front();
+  }
+
+  Worker* WorkerAt(size_t i, Status* s) {
+    while (workers.size() <= i) workers.push_back(std::make_unique<Worker>());
+    *s = workers[i]->Init(layout);
+    return workers[i].get();
+  }
+
+  Status FromStore(Store& store, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
+                   LayerRange range, void* stream, std::span<Status> out) {
+    Reap();
+    const uint64_t want = layout.HostBytes(Count(range));
+    std::vector<Result<BlockView>> got;
+    got.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::NotFound());
+    store.ReadBatch(keys, got);
+    InFlight f;
+    std::vector<HostBlock> blocks;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const size_t i = k;
+      if (!got[k].ok()) {
+        out[i] = got[k].status().code() == Code::kCorruption ? Status::NotFound() : got[k].status();
+        continue;
+      }
+      BlockView v = std::move(*got[k]);
+      if (v.data().size() != want) {
+        out[i] = WrongSize(v.data().size(), want);
+        continue;
+      }
+      blocks.push_back({const_cast<std::byte*>(v.data().data()), slots[i]});
+      f.views.push_back(std::move(v));
+      out[i] = Status::Ok();
+    }
+    if (blocks.empty()) return Status::Ok();
+    if (Status s = mover->ToGpu(blocks, range, stream); !s.ok()) return s;
+    auto e = Event::Create();
+    if (!e.ok()) return e.status();
+    f.done = std::move(*e);
+    if (Status s = f.done->Record(stream); !s.ok()) return s;
+    in_flight.push_back(std::move(f));
+    return Status::Ok();
+  }
+
+  // One connection's share, pipelined: chunk c+1 is on the wire while chunk c is moved.
+  Status FromClient(Worker& w, Client& c, std::span<const BlockKey> keys,
+                    std::span<const uint32_t> slots, LayerRange range, void* stream,
+                    std::span<Status> out, Deadline deadline) {
+    if (keys.empty()) return Status::Ok();
+    const uint64_t want = layout.HostBytes(Count(range));
+    size_t chunk = std::min<size_t>(std::max<uint32_t>(o.chunk_blocks, 1), keys.size());
+    auto staging = w.Staging(&c, 2 * chunk * want);
+    if (!staging.ok()) return staging.status();
+    std::span<std::byte> half[2] = {staging->first(chunk * want),
+                                    staging->subspan(chunk * want, chunk * want)};
+    const size_t chunks = (keys.size() + chunk - 1) / chunk;
+    std::vector<GetOp> ops[2];
+    Client::Ticket tickets[2] = {0, 0};
+    auto submit = [&](size_t ci) -> Status {
+      const int h = ci % 2;
+      if (Status s = w.Free(h); !s.ok()) return s;
+      const size_t begin = ci * chunk, n = std::min(chunk, keys.size() - begin);
+      ops[h].assign(n, GetOp{});
+      for (size_t k = 0; k < n; ++k) {
+        ops[h][k].key = keys[begin + k];
+        ops[h][k].buffer = half[h].subspan(k * want, want);
+      }
+      auto t = c.SubmitGet(ops[h]);
+      if (!t.ok()) {
+        for (size_t k = 0; k < n; ++k) out[begin + k] = t.status();
+        ops[h].clear();
+        return Status::Ok();
+      }
+      tickets[h] = *t;
+      return Status::Ok();
+    };
+    auto finish = [&](size_t ci) -> Status {
+      const int h = ci % 2;
+      const size_t begin = ci * chunk;
+      if (ops[h].empty()) return Status::Ok();
+      (void)c.Wait(tickets[h], deadline);
+      std::vector<HostBlock> blocks;
+      for (size_t k = 0; k < ops[h].size(); ++k) {
+        GetOp& op = ops[h][k];
+        if (op.status.ok() && op.size != want) op.status = WrongSize(op.size, want);
+        if (op.status.code() == Code::kBufferTooSmall) op.status = WrongSize(op.size, want);
+        out[begin + k] = op.status;
+        if (op.status.ok()) blocks.push_back({op.buffer.data(), slots[begin + k]});
+      }
+      if (blocks.empty()) return Status::Ok();
+      if (Status s = w.mover->ToGpu(blocks, range, stream); !s.ok()) return s;
+      w.used[h] = true;
+      return w.done[h]->Record(stream);
+    };
+    for (size_t ci = 0; ci < chunks; ++ci) {
+      if (Status s = submit(ci); !s.ok()) return s;
+      if (ci > 0)
+        if (Status s = finish(ci - 1); !s.ok()) return s;
+    }
+    return finish(chunks - 1);
+  }
+};
+
+Result<std::unique_ptr<Loader>> Loader::Create(const PagedLayout& layout,
+                                               const LoaderOptions& options) {
+  auto m = Mover::Create(layout);
+  if (!m.ok()) return m.status();
+  auto impl = std::make_unique<Impl>();
+  impl->layout = layout;
+  impl->o = options;
+  impl->mover = std::move(*m);
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Loader::~Loader() { (void)Synchronize(); }
+const PagedLayout& Loader::layout() const { return impl_->layout; }
+
+Mover::Stats Loader::stats() const {
+  Mover::Stats s = impl_->mover->stats();
+  for (auto& w : impl_->workers) {
+    if (!w->mover) continue;
+    Mover::Stats ws = w->mover->stats();
+    s.launches += ws.launches;
+    s.blocks += ws.blocks;
+    s.bytes += ws.bytes;
+    s.staged_blocks += ws.staged_blocks;
+  }
+  return s;
+}
+
+Status Loader::Synchronize() {
+  Status first;
+  for (auto& f : impl_->in_flight)
+    if (Status s = f.done->Synchronize(); !s.ok() && first.ok()) first = s;
+  impl_->in_flight.clear();
+  for (auto& w : impl_->workers)
+    if (Status s = w->Drain(); !s.ok() && first.ok()) first = s;
+  return first;
+}
+
+Status Loader::Load(Store& store, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
+                    LayerRange layers, void* stream, std::span<Status> out) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  return impl_->FromStore(store, keys, slots, layers, stream, out);
+}
+
+Status Loader::Load(std::span<Client* const> clients, std::span<const BlockKey> keys,
+                    std::span<const uint32_t> slots, LayerRange layers, void* stream,
+                    std::span<Status> out, Deadline deadline) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  if (clients.empty()) return Status::InvalidArgument("no connections");
+  impl_->Reap();
+  const size_t n = clients.size(), share = (keys.size() + n - 1) / n;
+  std::vector<Worker*> ws(n);
+  for (size_t i = 0; i < n; ++i) {
+    Status s;
+    ws[i] = impl_->WorkerAt(i, &s);
+    if (!s.ok()) return s;
+  }
+  std::vector<Status> results(n);
+  auto run = [&](size_t i) {
+    const size_t begin = std::min(keys.size(), i * share);
+    const size_t len = std::min(share, keys.size() - begin);
+    results[i] = impl_->FromClient(*ws[i], *clients[i], keys.subspan(begin, len),
+                                   slots.subspan(begin, len), layers, stream,
+                                   out.subspan(begin, len), deadline);
+  };
+  if (n == 1) {
+    run(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; ++i) threads.emplace_back(run, i);
+    for (auto& t : threads) t.join();
+  }
+  for (const Status& s : results)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status Loader::Load(NearCache& near, std::span<const BlockKey> keys,
+                    std::span<const uint32_t> slots, LayerRange layers, void* stream,
+                    std::span<Status> out, Deadline deadline) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  if (Status s = RegisterStore(near.local()); !s.ok()) return s;
+  if (Status s = impl_->FromStore(near.local(), keys, slots, layers, stream, out); !s.ok())
+    return s;
+  // The rest through the near cache (which keeps them) into pinned staging, then moved.
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (out[i].IsNotFound()) rest.push_back(i);
+  if (rest.empty()) return Status::Ok();
+  Status ws;
+  Worker* w = impl_->WorkerAt(0, &ws);
+  if (!ws.ok()) return ws;
+  if (Status s = w->Drain(); !s.ok()) return s;
+  const uint64_t want = impl_->layout.HostBytes(impl_->Count(layers));
+  auto staging = w->Staging(nullptr, rest.size() * want);
+  if (!staging.ok()) return staging.status();
+  std::vector<GetOp> ops(rest.size());
+  for (size_t k = 0; k < rest.size(); ++k) {
+    ops[k].key = keys[rest[k]];
+    ops[k].buffer = staging->subspan(k * want, want);
+  }
+  Status fetched = near.GetBatch(ops, deadline);
+  std::vector<HostBlock> blocks;
+  for (size_t k = 0; k < rest.size(); ++k) {
+    Status s = ops[k].status;
+    if (s.ok() && ops[k].size != want) s = WrongSize(ops[k].size, want);
+    if (s.code() == Code::kBufferTooSmall) s = WrongSize(ops[k].size, want);
+    out[rest[k]] = s;
+    if (s.ok()) blocks.push_back({ops[k].buffer.data(), slots[rest[k]]});
+  }
+  if (blocks.empty()) return fetched.ok() || fetched.IsNotFound() ? Status::Ok() : fetched;
+  if (Status s = w->mover->ToGpu(blocks, layers, stream); !s.ok()) return s;
+  w->used[0] = true;
+  return w->done[0]->Record(stream);
+}
+
+Status Loader::LoadLayers(Client& client, std::span<const BlockKey> blocks,
+                          std::span<const uint32_t> slots, std::span<const uint32_t> layers,
+                          void* stream, std::span<Event* const> events, std::span<Status> out,
+                          Deadline deadline) {
+  if (slots.size() != blocks.size()) return Status::InvalidArgument("blocks and slots differ");
+  if (events.size() != layers.size()) return Status::InvalidArgument("one event per layer");
+  if (out.size() != blocks.size() * layers.size())
+    return Status::InvalidArgument("one status per block and layer");
+  for (uint32_t l : layers)
+    if (l >= impl_->layout.layers()) return Status::InvalidArgument("layer past the layout");
+  Status ws;
+  Worker* w = impl_->WorkerAt(0, &ws);
+  if (!ws.ok()) return ws;
+  if (Status s = w->Drain(); !s.ok()) return s;
+  const uint64_t want = impl_->layout.HostBytes(1);
+  const size_t nb = blocks.size();
+  auto staging = w->Staging(&client, layers.size() * nb * want);
+  if (!staging.ok()) return staging.status();
+  std::vector<std::vector<GetOp>> ops(layers.size(), std::vector<GetOp>(nb));
+  std::vector<std::span<GetOp>> spans;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (size_t j = 0; j < nb; ++j) {
+      ops[i][j].key = LayerKey(blocks[j], layers[i]);
+      ops[i][j].buffer = staging->subspan((i * nb + j) * want, want);
+    }
+    spans.push_back(ops[i]);
+  }
+  Status moved;
+  Status s = client.GetLayers(
+      spans,
+      [&](size_t i) {
+        std::vector<HostBlock> hb;
+        for (size_t j = 0; j < nb; ++j) {
+          GetOp& op = ops[i][j];
+          Status st = op.status;
+          if (st.ok() && op.size != want) st = WrongSize(op.size, want);
+          out[i * nb + j] = st;
+          if (st.ok()) hb.push_back({op.buffer.data(), slots[j]});
+        }
+        if (!moved.ok()) return;
+        if (!hb.empty()) moved = w->mover->ToGpu(hb, LayerRange{layers[i], 1}, stream);
+        if (moved.ok()) moved = events[i]->Record(stream);
+      },
+      deadline);
+  // Every layer's moves read the staging: it is free once the last one has passed.
+  w->used[0] = true;
+  if (Status r = w->done[0]->Record(stream); !r.ok() && moved.ok()) moved = r;
+  if (!moved.ok()) return moved;
+  return s.ok() || s.code() == Code::kTimeout ? Status::Ok() : s;
+}
+
+Status Loader::Save(Store& store, std::span<const BlockKey> keys,
+                    std::span<const BlockKey> parents, std::span<const uint32_t> slots,
+                    LayerRange layers, void* stream, std::span<Status> out) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  if (!parents.empty() && parents.size() != keys.size())
+    return Status::InvalidArgument("keys and parents differ in length");
+  if (Status s = RegisterStore(store); !s.ok()) return s;
+  const uint64_t want = impl_->layout.HostBytes(impl_->Count(layers));
+  std::vector<Reservation> res(keys.size());
+  std::vector<HostBlock> blocks;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    PutOptions po;
+    if (!parents.empty()) po.parent = parents[i];
+    auto r = store.Reserve(keys[i], want, po);
+    if (!r.ok()) {
+      out[i] = r.status();
+      continue;
+    }
+    res[i] = std::move(*r);
+    blocks.push_back({res[i].data().data(), slots[i]});
+    where.push_back(i);
+  }
+  if (blocks.empty()) return Status::Ok();
+  if (Status s = impl_->mover->ToHost(blocks, layers, stream); !s.ok()) return s;
+  auto e = Event::Create();
+  if (!e.ok()) return e.status();
+  if (Status s = (*e)->Record(stream); !s.ok()) return s;
+  if (Status s = (*e)->Synchronize(); !s.ok()) return s;
+  for (size_t i : where) out[i] = store.Commit(std::move(res[i]));
+  return Status::Ok();
+}
+
+Status Loader::Save(Client& client, std::span<const BlockKey> keys,
+                    std::span<const BlockKey> parents, std::span<const uint32_t> slots,
+                    LayerRange layers, void* stream, std::span<Status> out, Deadline deadline) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  if (!parents.empty() && parents.size() != keys.size())
+    return Status::InvalidArgument("keys and parents differ in length");
+  Status ws;
+  Worker* w = impl_->WorkerAt(0, &ws);
+  if (!ws.ok()) return ws;
+  if (Status s = w->Drain(); !s.ok()) return s;
+  const uint64_t want = impl_->layout.HostBytes(impl_->Count(layers));
+  const size_t chunk = std::min<size_t>(std::max<uint32_t>(impl_->o.chunk_blocks, 1), keys.size());
+  if (chunk == 0) return Status::Ok();
+  auto staging = w->Staging(&client, chunk * want);
+  if (!staging.ok()) return staging.status();
+  for (size_t begin = 0; begin < keys.size(); begin += chunk) {
+    const size_t n = std::min(chunk, keys.size() - begin);
+    std::vector<HostBlock> blocks(n);
+    std::vector<PutOp> ops(n);
+    for (size_t k = 0; k < n; ++k) {
+      blocks[k] = {staging->data() + k * want, slots[begin + k]};
+      ops[k] = PutOp{keys[begin + k], staging->subspan(k * want, want),
+                     parents.empty() ? BlockKey{} : parents[begin + k], {}};
+    }
+    if (Status s = w->mover->ToHost(blocks, layers, stream); !s.ok()) return s;
+    if (Status s = w->done[0]->Record(stream); !s.ok()) return s;
+    if (Status s = w->done[0]->Synchronize(); !s.ok()) return s;
+    (void)client.PutBatch(ops, false, deadline);
+    for (size_t k = 0; k < n; ++k) out[begin + k] = ops[k].status;
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvpool::gpu
