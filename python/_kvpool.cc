@@ -191,44 +191,6 @@ struct Ops {
 };
 
 // Uniform faces over the three targets.
-struct StoreFace {  // in-process: deadlines do not apply
-  std::unique_ptr<Store> s;
-  Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
-    s->GetBatch(ops);
-    return Status::Ok();
-  }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline = {}) {
-    for (PutOp& op : ops) op.status = s->Put(op.key, op.value, PutOptions{op.parent, overwrite});
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline = {}) {
-    s->ExistsBatch(ops);
-    return Status::Ok();
-  }
-};
-
-struct ClientFace {
-  std::unique_ptr<Client> c;
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
-    Status s = c->PutBatch(ops, overwrite, d);
-    if (!s.ok()) {
-      for (auto& op : ops) {
-        if (op.status.ok()) op.status = s;
-      }
-    }
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
-};
-
-struct PoolFace {
-  std::unique_ptr<PoolClient> c;
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
-    (void)c->PutBatch(ops, overwrite, d);
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
-};
-
 // A layer-by-layer get in flight (Client.get_layers): every layer's request is sent when it
 // is created, and a receiver thread takes the answers as they come, so the caller's work
 // between next() calls (computing a layer) never holds up the rest of the transfer. Each
@@ -277,11 +239,6 @@ struct LayerStream {
     py::gil_scoped_release nogil;
     if (receiver.joinable()) receiver.join();  // buffers must outlive the I/O
   }
-};
-
-struct NearFace {
-  std::unique_ptr<NearCache> n;
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
 };
 
 template <class T, class C>
@@ -630,4 +587,5 @@ PYBIND11_MODULE(_kvpool, m) {
 
   BindKeys(m);
   BindLmcache(m);
+  BindGpu(m);
 }

@@ -13,6 +13,9 @@
 
 #include "kvpool/client.h"
 #include "kvpool/key.h"
+#include "kvpool/near_cache.h"
+#include "kvpool/pool.h"
+#include "kvpool/store.h"
 #include "kvpool/status.h"
 
 namespace py = pybind11;
@@ -72,7 +75,9 @@ struct Buffer {
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     const DLTensor& t = m->dl_tensor;
     if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
-      throw py::value_error("tensor is not in host memory: copy it to (pinned) CPU memory first");
+      throw py::value_error(
+          "tensor is not in host memory: load GPU tensors with kvpool.gpu.Loader (block slots of "
+          "a paged cache), or copy it to (pinned) CPU memory first");
     if (t.dtype.bits % 8 != 0) throw py::value_error("sub-byte element types are not supported");
     uint64_t item = uint64_t(t.dtype.bits / 8) * t.dtype.lanes, n = 1, expect = 1;
     for (int d = t.ndim - 1; d >= 0; --d) {
@@ -119,9 +124,54 @@ inline void Check(const Status& s) {
 
 inline std::string CodeString(const Status& s) { return std::string(CodeName(s.code())); }
 
+// The Python classes' C++ objects (Store, Client, Pool, NearCache), one batch shape for all.
+struct StoreFace {  // in-process: deadlines do not apply
+  std::unique_ptr<Store> s;
+  Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
+    s->GetBatch(ops);
+    return Status::Ok();
+  }
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline = {}) {
+    for (PutOp& op : ops) op.status = s->Put(op.key, op.value, PutOptions{op.parent, overwrite});
+  }
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline = {}) {
+    s->ExistsBatch(ops);
+    return Status::Ok();
+  }
+};
+
+struct ClientFace {
+  std::unique_ptr<Client> c;
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
+    Status s = c->PutBatch(ops, overwrite, d);
+    if (!s.ok()) {
+      for (auto& op : ops) {
+        if (op.status.ok()) op.status = s;
+      }
+    }
+  }
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
+};
+
+struct PoolFace {
+  std::unique_ptr<PoolClient> c;
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
+  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
+    (void)c->PutBatch(ops, overwrite, d);
+  }
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
+};
+
+struct NearFace {
+  std::unique_ptr<NearCache> n;
+  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
+};
+
 // Defined in bind_keys.cc and bind_lmcache.cc.
 void BindKeys(py::module_& m);
 void BindLmcache(py::module_& m);
+void BindGpu(py::module_& m);  // bind_gpu.cc: kvpool.gpu
 
 }  // namespace kvpool_py
 

@@ -9,13 +9,15 @@ Store          the embedded tiered store (DRAM + optional flash file)
 Client         a connection to one kvpoold ("host:port" or "unix:/path")
 Pool           many kvpoold nodes as one store (static members or etcd)
 NearCache      a pinned local cache in front of either; prestage() pulls chains in early
+gpu            blocks into and out of an engine's paged KV cache in GPU memory (Loader,
+               Layout.vllm / split / cross_layer; gpu.available() says whether a GPU is here)
 
 Values are any buffer (bytes, bytearray, numpy arrays, torch CPU tensors): gets write into
 the caller's array and puts read from it without copies; I/O releases the GIL. A miss is
 None (get), -1 (batch_get) or False (exists), never an exception.
 """
-from ._kvpool import (Client, Key, LayerStream, Namespace, NearCache, Pool, Store, chain_keys, engines, foreign_key,
+from ._kvpool import (Client, Key, LayerStream, Namespace, NearCache, Pool, Store, chain_keys, engines, foreign_key, gpu,
                       layer_key, namespace_root, pool_key)
 
-__all__ = ["Client", "Key", "LayerStream", "Namespace", "NearCache", "Pool", "Store", "chain_keys", "engines", "foreign_key",
+__all__ = ["Client", "Key", "LayerStream", "Namespace", "NearCache", "Pool", "Store", "chain_keys", "engines", "foreign_key", "gpu",
            "layer_key", "namespace_root", "pool_key"]
