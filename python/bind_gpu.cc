@@ -364,7 +364,7 @@ void BindGpu(py::module_& root) {
           "load_layers",
           [](PyLoader& l, const py::object& client, const py::iterable& blocks,
              const py::iterable& slots, const py::iterable& layers, const py::object& stream,
-             int timeout_ms) {
+             const py::object& on_layer, int timeout_ms) {
             if (!py::isinstance<ClientFace>(client)) throw py::value_error("a kvpool.Client");
             Client& c = *client.cast<ClientFace&>().c;
             std::vector<BlockKey> ks = ToKeys(blocks);
@@ -382,17 +382,37 @@ void BindGpu(py::module_& root) {
                 timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
             void* st = ToStream(stream);
             Status s;
+            // The callback's first exception is raised once the loader returns (it never
+            // unwinds through the loader); later layers are still moved, not computed.
+            std::unique_ptr<py::error_already_set> raised;
             {
               py::gil_scoped_release nogil;
-              s = l.loader->LoadLayers(c, ks, ss, ls, st, raw, out, d);
+              std::function<void(size_t)> cb;
+              if (!on_layer.is_none()) {
+                cb = [&](size_t i) {
+                  py::gil_scoped_acquire gil;
+                  if (raised) return;
+                  try {
+                    on_layer(i);
+                  } catch (py::error_already_set& e) {
+                    raised = std::make_unique<py::error_already_set>(std::move(e));
+                  }
+                };
+              }
+              s = l.loader->LoadLayers(c, ks, ss, ls, st, raw, out, cb, d);
             }
+            if (raised) throw std::move(*raised);
             CheckGpu(s);
             return py::make_tuple(events, Names(out));
           },
           py::arg("client"), py::arg("blocks"), py::arg("slots"), py::arg("layers"),
-          py::arg("stream") = py::none(), py::arg("timeout_ms") = 0,
-          "Layer streaming into the GPU: (events, statuses); events[i] completes when layer "
-          "layers[i] of every block is in its slot (wait on it before that layer's attention).")
+          py::arg("stream") = py::none(), py::arg("on_layer") = py::none(),
+          py::arg("timeout_ms") = 0,
+          "Layer streaming into the GPU: all layers are requested at once; as layer layers[i] "
+          "arrives its move is enqueued on `stream` and on_layer(i) is called, where the "
+          "engine enqueues that layer's attention (it runs while later layers are still "
+          "arriving). Returns (events, statuses): events[i] completes when layer layers[i] of "
+          "every block is in its slot (for work on other streams).")
       .def("synchronize",
            [](PyLoader& l) {
              Status s;

@@ -151,11 +151,16 @@ class OnTheGpu(unittest.TestCase):
                 c.put_layer(blocks, l, vals)
             for cc in self.caches:
                 cc.zero_()
-            events, st = loader.load_layers(c, blocks, [10 + i for i in range(6)], list(range(self.LAYERS)))
+            seen = []
+            events, st = loader.load_layers(c, blocks, [10 + i for i in range(6)], list(range(self.LAYERS)),
+                                            stream=torch.cuda.current_stream(), on_layer=seen.append)
             self.assertEqual(st, ["OK"] * (6 * self.LAYERS))
+            self.assertEqual(seen, list(range(self.LAYERS)))  # each layer announced in order
             for e in events:
                 e.wait(torch.cuda.current_stream())
             self.check(range(6), [10 + i for i in range(6)])
+            with self.assertRaises(ZeroDivisionError):  # the callback's error reaches the caller
+                loader.load_layers(c, blocks, [10 + i for i in range(6)], [0, 1], on_layer=lambda i: 1 / 0)
             # Near cache in front of kvpoold: prestaged blocks come from pinned memory.
             near = kvpool.NearCache(d.address, namespace="gpu", dram_bytes=64 << 20)
             t = near.prestage(keys[:20], timeout_ms=5000)

@@ -17,6 +17,7 @@
 #ifndef KVPOOL_GPU_LOADER_H_
 #define KVPOOL_GPU_LOADER_H_
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -52,13 +53,15 @@ class Loader {
   // Local blocks straight from the near cache, the rest through it from its pool.
   Status Load(NearCache& near, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
               LayerRange layers, void* stream, std::span<Status> out, Deadline deadline = {});
-  // Layer streaming: one get per layer of `layers` (LayerKey parts of `blocks`), each
-  // moved to the GPU as it arrives and `events[i]` recorded after layer layers[i]'s move,
-  // so the compute stream waits only for the layer it needs next. out[i * blocks + j].
+  // Layer streaming: one get per layer of `layers` (LayerKey parts of `blocks`), all sent
+  // at once; as layer layers[i] arrives its move is enqueued on `stream`, `events[i]` is
+  // recorded after it, and on_layer(i) is called (on this thread), where the caller enqueues
+  // that layer's compute: layer i computes while later layers are still on the wire.
+  // out[i * blocks.size() + j]. Returns when every layer's move is enqueued.
   Status LoadLayers(Client& client, std::span<const BlockKey> blocks,
                     std::span<const uint32_t> slots, std::span<const uint32_t> layers,
                     void* stream, std::span<Event* const> events, std::span<Status> out,
-                    Deadline deadline = {});
+                    const std::function<void(size_t)>& on_layer = {}, Deadline deadline = {});
 
   // GPU -> kvpool: the parts of `layers` in each slot become the block keys[i] (chained to
   // parents[i], empty for none). Insert-only: a held key is kExists and left alone. The host

@@ -331,7 +331,12 @@ TEST_F(GpuDaemonTest, LayerStreamingRecordsAnEventPerLayerAndSavesThroughTheClie
   ASSERT_TRUE(e0.ok() && e1.ok());
   std::vector<Event*> events = {e0->get(), e1->get()};
   std::vector<Status> out(blocks.size() * layers.size());
-  ASSERT_TRUE((*loader)->LoadLayers(*c, blocks, slots, layers, nullptr, events, out).ok());
+  std::vector<size_t> seen;
+  ASSERT_TRUE((*loader)
+                  ->LoadLayers(*c, blocks, slots, layers, nullptr, events, out,
+                               [&](size_t i) { seen.push_back(i); })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1}));
   ASSERT_TRUE(events[1]->Synchronize().ok());
   EXPECT_TRUE(events[0]->Ready());
   for (auto& s : out) EXPECT_TRUE(s.ok()) << s.ToString();

@@ -76,6 +76,7 @@ struct Worker {
   // Staging of `bytes` (both halves): the client's region if it holds them, else pinned.
   Result<std::span<std::byte>> Staging(Client* c, size_t bytes) {
     if (c) {
+      if (!c->connected()) (void)c->Ping();  // the region is mapped at connect
       std::span<std::byte> shm = c->shared_memory();
       if (shm.size() >= bytes && RegisterOnce(shm).ok()) return shm.first(bytes);
     }
@@ -327,7 +328,7 @@ Status Loader::Load(NearCache& near, std::span<const BlockKey> keys,
 Status Loader::LoadLayers(Client& client, std::span<const BlockKey> blocks,
                           std::span<const uint32_t> slots, std::span<const uint32_t> layers,
                           void* stream, std::span<Event* const> events, std::span<Status> out,
-                          Deadline deadline) {
+                          const std::function<void(size_t)>& on_layer, Deadline deadline) {
   if (slots.size() != blocks.size()) return Status::InvalidArgument("blocks and slots differ");
   if (events.size() != layers.size()) return Status::InvalidArgument("one event per layer");
   if (out.size() != blocks.size() * layers.size())
@@ -366,6 +367,7 @@ Status Loader::LoadLayers(Client& client, std::span<const BlockKey> blocks,
         if (!moved.ok()) return;
         if (!hb.empty()) moved = w->mover->ToGpu(hb, LayerRange{layers[i], 1}, stream);
         if (moved.ok()) moved = events[i]->Record(stream);
+        if (moved.ok() && on_layer) on_layer(i);
       },
       deadline);
   // Every layer's moves read the staging: it is free once the last one has passed.
