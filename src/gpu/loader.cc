@@ -290,7 +290,8 @@ Status Loader::Load(NearCache& near, std::span<const BlockKey> keys,
                     std::span<const uint32_t> slots, LayerRange layers, void* stream,
                     std::span<Status> out, Deadline deadline) {
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
-  if (Status s = RegisterStore(near.local()); !s.ok()) return s;
+  // Unregistered (RLIMIT_MEMLOCK, a driver refusing the range) still works: the mover stages.
+  (void)RegisterStore(near.local());
   if (Status s = impl_->FromStore(near.local(), keys, slots, layers, stream, out); !s.ok())
     return s;
   // The rest through the near cache (which keeps them) into pinned staging, then moved.
@@ -383,7 +384,7 @@ Status Loader::Save(Store& store, std::span<const BlockKey> keys,
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
   if (!parents.empty() && parents.size() != keys.size())
     return Status::InvalidArgument("keys and parents differ in length");
-  if (Status s = RegisterStore(store); !s.ok()) return s;
+  (void)RegisterStore(store);  // unregistered: the mover stages the blocks
   const uint64_t want = impl_->layout.HostBytes(impl_->Count(layers));
   std::vector<Reservation> res(keys.size());
   std::vector<HostBlock> blocks;
