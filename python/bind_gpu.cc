@@ -191,7 +191,25 @@ void CheckGpu(const Status& s) {
 
 struct PyLoader {
   std::shared_ptr<GpuLayout> layout;
+  // Stores and near caches whose blocks loads in flight still read (their views): kept
+  // alive until synchronize(). Declared before `loader`, so the loader (which waits for
+  // its loads) is destroyed first.
+  std::vector<py::object> sources;
   std::unique_ptr<Loader> loader;
+
+  void Hold(const py::object& source) {
+    if (sources.size() >= 16) Sync();  // bounded: an engine that never synchronizes
+    sources.push_back(source);
+  }
+  Status Sync() {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = loader->Synchronize();
+    }
+    sources.clear();
+    return s;
+  }
 };
 
 std::vector<std::string> Load(PyLoader& l, const py::object& source, const py::iterable& keys,
@@ -206,10 +224,12 @@ std::vector<std::string> Load(PyLoader& l, const py::object& source, const py::i
   Deadline d = timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
   Status s;
   if (py::isinstance<StoreFace>(source)) {
+    l.Hold(source);
     Store& store = *source.cast<StoreFace&>().s;
     py::gil_scoped_release nogil;
     s = l.loader->Load(store, ks, ss, range, st, out);
   } else if (py::isinstance<NearFace>(source)) {
+    l.Hold(source);
     NearCache& near = *source.cast<NearFace&>().n;
     py::gil_scoped_release nogil;
     s = l.loader->Load(near, ks, ss, range, st, out, d);
@@ -345,7 +365,7 @@ void BindGpu(py::module_& root) {
              o.chunk_blocks = chunk_blocks;
              auto l = Loader::Create(layout->layout, o);
              CheckGpu(l.status());
-             return PyLoader{layout, std::move(l).value()};
+             return PyLoader{layout, {}, std::move(l).value()};
            }),
            py::arg("layout"), py::arg("chunk_blocks") = 64)
       .def("load", &Load, py::arg("source"), py::arg("keys"), py::arg("slots"),
@@ -413,15 +433,9 @@ void BindGpu(py::module_& root) {
           "engine enqueues that layer's attention (it runs while later layers are still "
           "arriving). Returns (events, statuses): events[i] completes when layer layers[i] of "
           "every block is in its slot (for work on other streams).")
-      .def("synchronize",
-           [](PyLoader& l) {
-             Status s;
-             {
-               py::gil_scoped_release nogil;
-               s = l.loader->Synchronize();
-             }
-             CheckGpu(s);
-           })
+      .def(
+          "synchronize", [](PyLoader& l) { CheckGpu(l.Sync()); },
+          "Waits until every load enqueued so far has landed; releases what they read.")
       .def("stats", [](PyLoader& l) {
         auto s = l.loader->stats();
         py::dict d;

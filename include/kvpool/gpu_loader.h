@@ -10,6 +10,8 @@
 //
 // Every call enqueues on the caller's stream and returns; the host memory read by loads in
 // flight stays held until they pass (the loader checks at each call; Synchronize waits).
+// REQUIRES: a store or near cache loaded from outlives the loads in flight from it (call
+// Synchronize before destroying it).
 // A block of the wrong size for the layout is kInvalidArgument for that item; a miss is
 // kNotFound; neither fails the batch.
 //
