@@ -212,6 +212,28 @@ struct PyLoader {
   }
 };
 
+// Registers a source's or target's memory with the GPU while its face lives (kvpool.gpu.register
+// raises on failure; loads and saves go on without, staging).
+Status Prepare(const py::handle& obj) {
+  if (py::isinstance<StoreFace>(obj)) {
+    StoreFace& f = obj.cast<StoreFace&>();
+    return f.gpu.Ensure(f.s->DramMemory());
+  }
+  if (py::isinstance<NearFace>(obj)) {
+    NearFace& f = obj.cast<NearFace&>();
+    return f.gpu.Ensure(f.n->local().DramMemory());
+  }
+  if (py::isinstance<ClientFace>(obj)) {
+    ClientFace& f = obj.cast<ClientFace&>();
+    if (!f.c->connected()) {
+      py::gil_scoped_release nogil;
+      (void)f.c->Ping();  // the same-host region is mapped at connect
+    }
+    return f.gpu.Ensure(f.c->shared_memory());
+  }
+  return Status::InvalidArgument("a kvpool.Store, NearCache or Client");
+}
+
 std::vector<std::string> Load(PyLoader& l, const py::object& source, const py::iterable& keys,
                               const py::iterable& slots, const py::object& layers,
                               const py::object& stream, int timeout_ms) {
@@ -223,13 +245,17 @@ std::vector<std::string> Load(PyLoader& l, const py::object& source, const py::i
   void* st = ToStream(stream);
   Deadline d = timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
   Status s;
+  l.Hold(source);  // loads in flight read its memory
+  if (py::isinstance<py::list>(source) || py::isinstance<py::tuple>(source)) {
+    for (const py::handle& h : source) (void)Prepare(h);
+  } else {
+    (void)Prepare(source);
+  }
   if (py::isinstance<StoreFace>(source)) {
-    l.Hold(source);
     Store& store = *source.cast<StoreFace&>().s;
     py::gil_scoped_release nogil;
     s = l.loader->Load(store, ks, ss, range, st, out);
   } else if (py::isinstance<NearFace>(source)) {
-    l.Hold(source);
     NearCache& near = *source.cast<NearFace&>().n;
     py::gil_scoped_release nogil;
     s = l.loader->Load(near, ks, ss, range, st, out, d);
@@ -265,6 +291,7 @@ std::vector<std::string> Save(PyLoader& l, const py::object& target, const py::i
   std::vector<Status> out(ks.size());
   LayerRange range = ToRange(layers);
   void* st = ToStream(stream);
+  (void)Prepare(target);
   Status s;
   if (py::isinstance<StoreFace>(target)) {
     Store& store = *target.cast<StoreFace&>().s;
@@ -275,6 +302,7 @@ std::vector<std::string> Save(PyLoader& l, const py::object& target, const py::i
     py::gil_scoped_release nogil;
     s = l.loader->Save(store, ks, ps, ss, range, st, out);
   } else if (py::isinstance<ClientFace>(target)) {
+    l.Hold(target);
     Client& c = *target.cast<ClientFace&>().c;
     py::gil_scoped_release nogil;
     s = l.loader->Save(c, ks, ps, ss, range, st, out);
@@ -299,19 +327,20 @@ void BindGpu(py::module_& root) {
       "(True, device) when this build has CUDA and a GPU is present, else (False, reason).");
   m.def(
       "register",
-      [](const py::object& store) {
-        Store* s = py::isinstance<StoreFace>(store) ? store.cast<StoreFace&>().s.get()
-                   : py::isinstance<NearFace>(store) ? &store.cast<NearFace&>().n->local()
-                                                     : nullptr;
-        if (!s) throw py::value_error("register: a kvpool.Store or NearCache");
-        py::gil_scoped_release nogil;
-        Status st = kvpool::gpu::RegisterStore(*s);
-        py::gil_scoped_acquire gil;
-        CheckGpu(st);
+      [](const py::object& obj) {
+        if (py::isinstance<ClientFace>(obj) && obj.cast<ClientFace&>().c->shared_memory().empty()) {
+          ClientFace& f = obj.cast<ClientFace&>();
+          if (!f.c->connected()) (void)f.c->Ping();
+          if (f.c->shared_memory().empty())
+            throw py::value_error("this client has no same-host region to register (unix: "
+                                  "address and shared_memory_bytes > 0)");
+        }
+        CheckGpu(Prepare(obj));
       },
-      py::arg("store"),
-      "Page-locks a store's DRAM for the GPU once (slow: every page), so its blocks move "
-      "without staging. Loads register what they read from on first use anyway.");
+      py::arg("obj"),
+      "Page-locks a Store's or NearCache's DRAM, or a Client's same-host region, for the GPU "
+      "(until the object is gone), so blocks move from it without staging. Loads and saves "
+      "do this on first use; call it ahead to keep its cost (every page) off the first load.");
 
   py::class_<GpuLayout, std::shared_ptr<GpuLayout>>(m, "Layout",
                                                      "A paged KV cache in GPU memory.")
@@ -386,6 +415,8 @@ void BindGpu(py::module_& root) {
              const py::iterable& slots, const py::iterable& layers, const py::object& stream,
              const py::object& on_layer, int timeout_ms) {
             if (!py::isinstance<ClientFace>(client)) throw py::value_error("a kvpool.Client");
+            l.Hold(client);
+            (void)Prepare(client);
             Client& c = *client.cast<ClientFace&>().c;
             std::vector<BlockKey> ks = ToKeys(blocks);
             std::vector<uint32_t> ss = ToSlots(slots), ls = ToSlots(layers);

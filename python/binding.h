@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvpool/client.h"
+#include "kvpool/gpu.h"
 #include "kvpool/key.h"
 #include "kvpool/near_cache.h"
 #include "kvpool/pool.h"
@@ -124,9 +126,38 @@ inline void Check(const Status& s) {
 
 inline std::string CodeString(const Status& s) { return std::string(CodeName(s.code())); }
 
+// Memory of a Store, NearCache or Client registered with the GPU (kvpool.gpu) for as long
+// as its owner lives: the owner's face declares it after the owner, so it is unregistered
+// before the owner unmaps the memory. Move-only.
+struct GpuRegistration {
+  std::span<std::byte> region;
+  GpuRegistration() = default;
+  GpuRegistration(GpuRegistration&& o) noexcept : region(std::exchange(o.region, {})) {}
+  GpuRegistration& operator=(GpuRegistration&& o) noexcept {
+    Reset();
+    region = std::exchange(o.region, {});
+    return *this;
+  }
+  ~GpuRegistration() { Reset(); }
+  void Reset() {
+    if (!region.empty()) (void)kvpool::gpu::UnregisterHost(region);
+    region = {};
+  }
+  // Registers `r` (unregistering what was registered before, e.g. a reconnected client's
+  // old region); a no-op when it is already the registered region.
+  Status Ensure(std::span<std::byte> r) {
+    if (r.empty() || (r.data() == region.data() && r.size() == region.size())) return Status::Ok();
+    Reset();
+    Status s = kvpool::gpu::RegisterHost(r);
+    if (s.ok()) region = r;
+    return s;
+  }
+};
+
 // The Python classes' C++ objects (Store, Client, Pool, NearCache), one batch shape for all.
 struct StoreFace {  // in-process: deadlines do not apply
   std::unique_ptr<Store> s;
+  GpuRegistration gpu;
   Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
     s->GetBatch(ops);
     return Status::Ok();
@@ -142,6 +173,7 @@ struct StoreFace {  // in-process: deadlines do not apply
 
 struct ClientFace {
   std::unique_ptr<Client> c;
+  GpuRegistration gpu;
   Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
   void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
     Status s = c->PutBatch(ops, overwrite, d);
@@ -165,6 +197,7 @@ struct PoolFace {
 
 struct NearFace {
   std::unique_ptr<NearCache> n;
+  GpuRegistration gpu;
   Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
 };
 

@@ -77,8 +77,10 @@ struct HostBlock {
 };
 
 // Page-locks host memory and maps it for the device (cudaHostRegister): blocks in it move
-// without staging. Returns kUnavailable without a device. Regions stay registered until
-// UnregisterHost or process exit.
+// without staging. Returns kUnavailable without a device; registering the same region again
+// is a no-op. REQUIRES: UnregisterHost before the memory is unmapped. (A registration that
+// outlives its mapping makes the driver refuse, or worse alias, whatever is mapped at that
+// address next.)
 Status RegisterHost(std::span<std::byte> region);
 Status UnregisterHost(std::span<std::byte> region);
 bool IsRegistered(const void* p, size_t n);

@@ -3,9 +3,9 @@
 // with a slot per key, the moves one kernel per batch (kvpool/gpu.h).
 //
 // Copies: a block resident in a registered store's DRAM (RegisterStore) moves straight
-// from the store's memory into GPU memory; a block from kvpoold lands in registered memory
-// (the same-host shared region, or the loader's pinned staging) and moves from there; a
-// store writes each slot straight into a reservation of the target store. Loads from
+// from the store's memory into GPU memory; a block from kvpoold lands in the connection's
+// same-host region (registered: RegisterClient) or the loader's pinned staging (TCP) and
+// moves from there; a save writes each slot straight into a reservation of the target. Loads from
 // kvpoold are pipelined: chunk i+1 is in flight on the wire while chunk i crosses PCIe.
 //
 // Every call enqueues on the caller's stream and returns; the host memory read by loads in
@@ -35,8 +35,15 @@ struct LoaderOptions {
   uint32_t chunk_blocks = 64;  // blocks per pipelined request when loading from kvpoold
 };
 
-// Registers a store's DRAM tier with the device (once per store; kvpool::gpu::RegisterHost).
+// Registers a store's DRAM tier, or a client's same-host region (connecting it first: the
+// region is mapped at connect), with the device, so that blocks in them move without
+// staging. REQUIRES: the matching Unregister before the store or client is destroyed (and
+// before a client that lost its connection reconnects). Unregistered memory works too: the
+// mover stages it (one more copy).
 Status RegisterStore(Store& store);
+Status UnregisterStore(Store& store);
+Status RegisterClient(Client& client);
+Status UnregisterClient(Client& client);
 
 class Loader {
  public:

@@ -15,7 +15,10 @@
 namespace kvpool::gpu {
 namespace {
 
+// A failed call leaves its error as the runtime's "last error", where the next library to
+// ask (torch checks after each launch) would take it for its own: clear it here.
 Status CudaError(cudaError_t e, const char* what) {
+  (void)cudaGetLastError();
   return Status::Internal(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
@@ -31,6 +34,11 @@ struct Registry {
   void Remove(const void* p) {
     std::lock_guard<std::mutex> lock(mu);
     regions.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  bool Exactly(const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = regions.find(reinterpret_cast<uintptr_t>(p));
+    return it != regions.end() && it->second.first == n;
   }
   // The device address of [p, p + n) if it lies in one registered region, else 0.
   uintptr_t Translate(const void* p, size_t n) {
@@ -95,13 +103,10 @@ std::string DeviceInfo() {
 Status RegisterHost(std::span<std::byte> region) {
   if (Status s = DeviceStatus(); !s.ok()) return s;
   if (region.empty()) return Status::InvalidArgument("empty region");
+  if (registry().Exactly(region.data(), region.size())) return Status::Ok();
   cudaError_t e = cudaHostRegister(region.data(), region.size(),
                                    cudaHostRegisterPortable | cudaHostRegisterMapped);
-  if (e == cudaErrorHostMemoryAlreadyRegistered) {
-    (void)cudaGetLastError();
-  } else if (e != cudaSuccess) {
-    return CudaError(e, "cudaHostRegister");
-  }
+  if (e != cudaSuccess) return CudaError(e, "cudaHostRegister");
   void* dev = nullptr;
   if ((e = cudaHostGetDevicePointer(&dev, region.data(), 0)) != cudaSuccess)
     return CudaError(e, "cudaHostGetDevicePointer");
@@ -111,6 +116,8 @@ Status RegisterHost(std::span<std::byte> region) {
 
 Status UnregisterHost(std::span<std::byte> region) {
   if (Status s = DeviceStatus(); !s.ok()) return s;
+  if (!registry().Exactly(region.data(), region.size()))
+    return Status::InvalidArgument("region was not registered");
   registry().Remove(region.data());
   cudaError_t e = cudaHostUnregister(region.data());
   return e == cudaSuccess ? Status::Ok() : CudaError(e, "cudaHostUnregister");

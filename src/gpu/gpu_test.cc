@@ -209,9 +209,11 @@ TEST(GpuLoader, StoreToGpuAndBackThroughAnotherStore) {
   Cache cache;
   StoreOptions so;
   so.dram_bytes = 16 << 20;
+  so.max_value_bytes = 1 << 20;
   auto src = Store::Open(so), dst = Store::Open(so);
   ASSERT_TRUE(src.ok() && dst.ok());
   ASSERT_TRUE(RegisterStore(**src).ok());
+  ASSERT_TRUE(RegisterStore(**src).ok()) << "registering again is a no-op";
   std::vector<BlockKey> keys;
   std::vector<uint32_t> slots;
   for (uint32_t i = 0; i < 12; ++i) {
@@ -246,6 +248,10 @@ TEST(GpuLoader, StoreToGpuAndBackThroughAnotherStore) {
   // Insert-only: saving again answers kExists per item.
   ASSERT_TRUE((*loader)->Save(**dst, keys, parents, slots, {}, nullptr, saved).ok());
   EXPECT_EQ(saved[0].code(), Code::kExists);
+  // dst was never registered: its reservations were staged.
+  EXPECT_GT((*loader)->stats().staged_blocks, 0u);
+  EXPECT_TRUE(UnregisterStore(**src).ok());
+  EXPECT_FALSE(UnregisterStore(**src).ok()) << "not registered any more";
 }
 
 class GpuDaemonTest : public ::testing::Test {
@@ -293,9 +299,19 @@ TEST_F(GpuDaemonTest, LoadsFromKvpooldOverTcpAndSharedMemoryInParallel) {
     ASSERT_EQ(cudaMemset(cache.mem.p, 0, cache.mem.n), cudaSuccess);
     auto a = Connect(shm), b = Connect(shm), c = Connect(shm);
     std::vector<Client*> clients = {a.get(), b.get(), c.get()};
+    if (shm) {  // two of the three regions registered (read in place), one staged
+      ASSERT_TRUE(RegisterClient(*a).ok());
+      ASSERT_TRUE(RegisterClient(*b).ok());
+    } else {
+      EXPECT_EQ(RegisterClient(*a).code(), Code::kInvalidArgument) << "TCP has no region";
+    }
     std::vector<Status> out(keys.size());
     ASSERT_TRUE((*loader)->Load(clients, keys, slots, {}, nullptr, out).ok());
     ASSERT_TRUE((*loader)->Synchronize().ok());
+    if (shm) {  // before the clients unmap their regions
+      EXPECT_TRUE(UnregisterClient(*a).ok());
+      EXPECT_TRUE(UnregisterClient(*b).ok());
+    }
     auto dev = cache.mem.Read();
     for (uint32_t i = 0; i < 30; ++i) {
       if (i == 17) {
@@ -324,6 +340,7 @@ TEST_F(GpuDaemonTest, LayerStreamingRecordsAnEventPerLayerAndSavesThroughTheClie
     for (uint32_t l = 0; l < Cache::kLayers; ++l)
       ASSERT_TRUE(c->Put(LayerKey(blocks[i], l), Pattern(cache.layout.HostBytes(1), i * 10 + l)).ok());
   }
+  ASSERT_TRUE(RegisterClient(*c).ok());
   auto loader = Loader::Create(cache.layout);
   ASSERT_TRUE(loader.ok());
   std::vector<uint32_t> layers = {0, 1};
@@ -357,6 +374,8 @@ TEST_F(GpuDaemonTest, LayerStreamingRecordsAnEventPerLayerAndSavesThroughTheClie
           << "block " << b << " layer " << l;
     }
   }
+  ASSERT_TRUE((*loader)->Synchronize().ok());
+  EXPECT_TRUE(UnregisterClient(*c).ok());
 }
 
 }  // namespace

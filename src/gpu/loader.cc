@@ -5,23 +5,10 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <thread>
 
 namespace kvpool::gpu {
 namespace {
-
-// Regions this process registered through the loader (a store's DRAM, a client's region):
-// registering is slow (it pins every page), so each is registered once.
-Status RegisterOnce(std::span<std::byte> region) {
-  static std::mutex mu;
-  static std::set<const std::byte*>* done = new std::set<const std::byte*>;
-  std::lock_guard<std::mutex> lock(mu);
-  if (done->count(region.data())) return Status::Ok();
-  Status s = RegisterHost(region);
-  if (s.ok()) done->insert(region.data());
-  return s;
-}
 
 Status CheckSizes(size_t keys, size_t slots, size_t out) {
   if (slots != keys || out != keys)
@@ -39,8 +26,20 @@ Status WrongSize(size_t got, uint64_t want) {
 Status RegisterStore(Store& store) {
   std::span<std::byte> m = store.DramMemory();
   if (m.empty()) return Status::InvalidArgument("store has no DRAM tier");
-  return RegisterOnce(m);
+  return RegisterHost(m);
 }
+
+Status UnregisterStore(Store& store) { return UnregisterHost(store.DramMemory()); }
+
+Status RegisterClient(Client& client) {
+  if (!client.connected()) (void)client.Ping();  // the region is mapped at connect
+  std::span<std::byte> m = client.shared_memory();
+  if (m.empty()) return Status::InvalidArgument("client has no same-host region (unix: address "
+                                                "and shared_memory_bytes > 0)");
+  return RegisterHost(m);
+}
+
+Status UnregisterClient(Client& client) { return UnregisterHost(client.shared_memory()); }
 
 // A connection's worker: its mover, its two staging halves (registered memory: the
 // connection's same-host region when it is large enough, else pinned memory it owns) and
@@ -77,8 +76,10 @@ struct Worker {
   Result<std::span<std::byte>> Staging(Client* c, size_t bytes) {
     if (c) {
       if (!c->connected()) (void)c->Ping();  // the region is mapped at connect
+      // The server writes into the region: registered, the kernel reads it in place; not
+      // registered, the mover stages it (a memcpy, still no socket copy).
       std::span<std::byte> shm = c->shared_memory();
-      if (shm.size() >= bytes && RegisterOnce(shm).ok()) return shm.first(bytes);
+      if (shm.size() >= bytes) return shm.first(bytes);
     }
     if (!pinned || pinned->data().size() < bytes) {
       if (Status s = Drain(); !s.ok()) return s;
@@ -290,8 +291,6 @@ Status Loader::Load(NearCache& near, std::span<const BlockKey> keys,
                     std::span<const uint32_t> slots, LayerRange layers, void* stream,
                     std::span<Status> out, Deadline deadline) {
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
-  // Unregistered (RLIMIT_MEMLOCK, a driver refusing the range) still works: the mover stages.
-  (void)RegisterStore(near.local());
   if (Status s = impl_->FromStore(near.local(), keys, slots, layers, stream, out); !s.ok())
     return s;
   // The rest through the near cache (which keeps them) into pinned staging, then moved.
@@ -384,7 +383,6 @@ Status Loader::Save(Store& store, std::span<const BlockKey> keys,
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
   if (!parents.empty() && parents.size() != keys.size())
     return Status::InvalidArgument("keys and parents differ in length");
-  (void)RegisterStore(store);  // unregistered: the mover stages the blocks
   const uint64_t want = impl_->layout.HostBytes(impl_->Count(layers));
   std::vector<Reservation> res(keys.size());
   std::vector<HostBlock> blocks;
