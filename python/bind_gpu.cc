@@ -410,6 +410,58 @@ void BindGpu(py::module_& root) {
            "Stores slot slots[i] as block keys[i] (insert-only); returns once the blocks are "
            "in kvpool. A status name per key.")
       .def(
+          "load_layerwise",
+          [](PyLoader& l, const py::object& source, const py::iterable& keys,
+             const py::iterable& slots, const py::object& stream, const py::object& on_layer) {
+            Store* store = py::isinstance<StoreFace>(source) ? source.cast<StoreFace&>().s.get()
+                           : py::isinstance<NearFace>(source)
+                               ? &source.cast<NearFace&>().n->local()
+                               : nullptr;
+            if (!store) throw py::value_error("source: a kvpool.Store or NearCache");
+            std::vector<BlockKey> ks = ToKeys(keys);
+            std::vector<uint32_t> ss = ToSlots(slots);
+            if (ks.size() != ss.size()) throw py::value_error("keys and slots differ in length");
+            l.Hold(source);
+            (void)Prepare(source);
+            std::vector<std::shared_ptr<Event>> events;
+            std::vector<Event*> raw;
+            for (uint32_t i = 0; i < l.layout->layout.layers(); ++i) {
+              auto e = Event::Create();
+              CheckGpu(e.status());
+              events.push_back(std::shared_ptr<Event>(std::move(e).value()));
+              raw.push_back(events.back().get());
+            }
+            std::vector<Status> out(ks.size());
+            void* st = ToStream(stream);
+            Status s;
+            std::unique_ptr<py::error_already_set> raised;
+            {
+              py::gil_scoped_release nogil;
+              std::function<void(size_t)> cb;
+              if (!on_layer.is_none()) {
+                cb = [&](size_t i) {
+                  py::gil_scoped_acquire gil;
+                  if (raised) return;
+                  try {
+                    on_layer(i);
+                  } catch (py::error_already_set& e) {
+                    raised = std::make_unique<py::error_already_set>(std::move(e));
+                  }
+                };
+              }
+              s = l.loader->LoadLayerwise(*store, ks, ss, st, raw, out, cb);
+            }
+            if (raised) throw std::move(*raised);
+            CheckGpu(s);
+            return py::make_tuple(events, Names(out));
+          },
+          py::arg("source"), py::arg("keys"), py::arg("slots"), py::arg("stream") = py::none(),
+          py::arg("on_layer") = py::none(),
+          "Layer by layer from whole blocks in a Store or NearCache (prestaged): one kernel per "
+          "layer on `stream`; after layer l's is enqueued, on_layer(l) is called (enqueue work "
+          "that needs layer l on the same stream there, or wait on events[l] elsewhere). "
+          "Returns (events, statuses).")
+      .def(
           "load_layers",
           [](PyLoader& l, const py::object& client, const py::iterable& blocks,
              const py::iterable& slots, const py::iterable& layers, const py::object& stream,

@@ -114,6 +114,15 @@ class OnTheGpu(unittest.TestCase):
         loader.synchronize()
         self.check(range(10), slots)
         self.assertEqual(loader.stats()["staged_blocks"], 0)
+        # Layer by layer: on_layer in order, every layer in place once the last event passed.
+        for c in self.caches:
+            c.zero_()
+        seen = []
+        events, st = loader.load_layerwise(store, keys, slots, stream=torch.cuda.current_stream(),
+                                           on_layer=seen.append)
+        self.assertEqual((st, seen), (["OK"] * 10, list(range(self.LAYERS))))
+        events[-1].synchronize()
+        self.check(range(10), slots)
         # Save slots back into a fresh store; its bytes equal the source blocks.
         out = kvpool.Store(dram_bytes=64 << 20)
         new_keys = [kvpool.Key(5, i) for i in range(10)]

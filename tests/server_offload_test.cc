@@ -211,5 +211,48 @@ TEST_F(OffloadTest, RespGetsOfFlashBlocksWaitOffTheReactorAndStayInOrder) {
   EXPECT_EQ(slow.Read(want.size()), want);
 }
 
+// Connections opened one after another from one thread spread over the reactors (the
+// accepting reactor hands each to the least loaded one), and every one is served.
+TEST(ReactorBalance, SequentialConnectionsSpreadOverTheReactors) {
+  auto store = testing::OpenStore(testing::SmallOptions(4 * kMiB),
+                                  std::make_unique<io::MemoryDevice>(16 * kMiB));
+  ASSERT_TRUE(store);
+  server::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.resp_listen = "";
+  so.reactors = 4;
+  so.io_threads = 1;
+  so.reactor_nice = 0;
+  auto s = server::Server::Start(so, store.get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 8; ++i) {
+    ClientOptions o;
+    o.address = "127.0.0.1:" + std::to_string((*s)->port());
+    o.ns = "test";
+    auto c = Client::Create(o);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Put(TestKey(i), TestValue(TestKey(i), 0, 4096)).ok()) << i;
+    clients.push_back(std::move(*c));
+  }
+  std::vector<size_t> per = (*s)->ConnectionsPerReactor();
+  ASSERT_EQ(per.size(), 4u);
+  for (size_t n : per) EXPECT_EQ(n, 2u) << "8 connections over 4 reactors";
+  for (int i = 0; i < 8; ++i) {  // each connection still answers (on whichever reactor)
+    std::vector<std::byte> buf(4096);
+    auto r = clients[(i + 3) % 8]->Get(TestKey(i), buf);
+    ASSERT_TRUE(r.ok()) << i;
+    EXPECT_TRUE(buf == TestValue(TestKey(i), 0, 4096));
+  }
+  clients.clear();
+  for (int wait = 0; wait < 200; ++wait) {  // closes are seen by their reactors (bounded)
+    per = (*s)->ConnectionsPerReactor();
+    if (per == std::vector<size_t>(4, 0)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(per, std::vector<size_t>(4, 0));
+}
+
 }  // namespace
 }  // namespace kvpool
+

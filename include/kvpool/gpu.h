@@ -69,6 +69,10 @@ struct PagedLayout {
 struct LayerRange {
   uint32_t first = 0;
   uint32_t count = 0;  // 0: every layer from first on
+  // The host blocks are whole (every layer of the layout) and only the range moves: a
+  // layer-by-layer load from blocks stored whole. Otherwise a host block holds just the
+  // range's layers.
+  bool whole_blocks = false;
 };
 
 struct HostBlock {

@@ -62,6 +62,14 @@ class Loader {
   // Local blocks straight from the near cache, the rest through it from its pool.
   Status Load(NearCache& near, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
               LayerRange layers, void* stream, std::span<Status> out, Deadline deadline = {});
+  // Layer by layer from whole blocks in a store (a prestaged near cache's): one lookup,
+  // then per layer one kernel moving that layer of every block, `events[l]` recorded after
+  // it (if given) and on_layer(l) called, so the engine's layer l waits only for its own
+  // layer. out[i] for keys[i], as Load.
+  Status LoadLayerwise(Store& store, std::span<const BlockKey> keys,
+                       std::span<const uint32_t> slots, void* stream,
+                       std::span<Event* const> events, std::span<Status> out,
+                       const std::function<void(size_t)>& on_layer = {});
   // Layer streaming: one get per layer of `layers` (LayerKey parts of `blocks`), all sent
   // at once; as layer layers[i] arrives its move is enqueued on `stream`, `events[i]` is
   // recorded after it, and on_layer(i) is called (on this thread), where the caller enqueues

@@ -148,7 +148,9 @@ PinnedBuffer::~PinnedBuffer() {
 Result<std::unique_ptr<Event>> Event::Create() {
   if (Status s = DeviceStatus(); !s.ok()) return s;
   cudaEvent_t e;
-  cudaError_t err = cudaEventCreate(&e);
+  // Blocking sync: a waiting host thread sleeps. Spinning ones (the default) took the cores
+  // kvpoold needed to serve the same load (8 loader threads spinning on one host).
+  cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventBlockingSync);
   if (err != cudaSuccess) return CudaError(err, "cudaEventCreate");
   return std::unique_ptr<Event>(new Event(e));
 }
@@ -239,7 +241,8 @@ class Mover::Impl {
     for (auto& l : launches)
       if (cudaEventQuery(l->done) == cudaSuccess) return l.get();
     auto l = std::make_unique<Launch>();
-    cudaError_t e = cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming);
+    cudaError_t e =
+        cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming | cudaEventBlockingSync);
     if (e != cudaSuccess) return CudaError(e, "cudaEventCreate");
     launches.push_back(std::move(l));
     return launches.back().get();
@@ -253,7 +256,7 @@ class Mover::Impl {
     if (count > layout.layers() - range.first)
       return Status::InvalidArgument("layer range past the layout's last layer");
     if (blocks.empty()) return Status::Ok();
-    const uint64_t block_bytes = layout.HostBytes(count);
+    const uint64_t block_bytes = layout.HostBytes(range.whole_blocks ? layout.layers() : count);
     std::vector<uint32_t> staged;
     std::vector<uintptr_t> dev(blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -267,7 +270,12 @@ class Mover::Impl {
     auto lr = FreeLaunch();
     if (!lr.ok()) return lr.status();
     Launch* l = *lr;
-    if (Status s = l->Reserve(blocks.size(), staged.size() * block_bytes); !s.ok()) return s;
+    // Staged blocks carry only the moved layers: part_off is where they start in the block,
+    // and each descriptor points part_off before its staging slot, so the kernel's offsets
+    // (which count from the block's start) land inside it.
+    const uint64_t part_bytes = layout.HostBytes(count);
+    const uint64_t part_off = range.whole_blocks ? layout.HostBytes(range.first) : 0;
+    if (Status s = l->Reserve(blocks.size(), staged.size() * part_bytes); !s.ok()) return s;
     void* staging_dev = nullptr;
     if (!staged.empty()) {
       cudaError_t e = cudaHostGetDevicePointer(&staging_dev, l->staging, 0);
@@ -275,27 +283,31 @@ class Mover::Impl {
     }
     for (size_t k = 0; k < staged.size(); ++k) {
       const uint32_t i = staged[k];
-      if (to_gpu) std::memcpy(l->staging + k * block_bytes, blocks[i].data, block_bytes);
-      dev[i] = reinterpret_cast<uintptr_t>(staging_dev) + k * block_bytes;
+      if (to_gpu) std::memcpy(l->staging + k * part_bytes, blocks[i].data + part_off, part_bytes);
+      dev[i] = reinterpret_cast<uintptr_t>(staging_dev) + k * part_bytes - part_off;
     }
     for (size_t i = 0; i < blocks.size(); ++i) l->host_descs[i] = {dev[i], blocks[i].slot};
     auto s = static_cast<cudaStream_t>(stream);
     cudaError_t e = cudaMemcpyAsync(l->dev_descs, l->host_descs, blocks.size() * sizeof(MoveDesc),
                                     cudaMemcpyHostToDevice, s);
     if (e != cudaSuccess) return CudaError(e, "descriptor copy");
-    MoveArgs a{l->dev_descs, dev_bases, static_cast<uint32_t>(blocks.size()), layout.parts(),
-               range.first, count, layout.slot_stride, layout.chunk_bytes, to_gpu};
+    MoveArgs a{l->dev_descs,         dev_bases,
+               static_cast<uint32_t>(blocks.size()), layout.parts(),
+               range.first,          count,
+               range.whole_blocks ? range.first : 0u,
+               layout.slot_stride,   layout.chunk_bytes,
+               to_gpu};
     if ((e = LaunchMove(a, s)) != cudaSuccess) return CudaError(e, "move kernel launch");
     if ((e = cudaEventRecord(l->done, s)) != cudaSuccess) return CudaError(e, "cudaEventRecord");
     if (!to_gpu && !staged.empty()) {
       // The caller's memory is not device-visible: wait, then copy out of the staging area.
       if ((e = cudaEventSynchronize(l->done)) != cudaSuccess) return CudaError(e, "move");
       for (size_t k = 0; k < staged.size(); ++k)
-        std::memcpy(blocks[staged[k]].data, l->staging + k * block_bytes, block_bytes);
+        std::memcpy(blocks[staged[k]].data + part_off, l->staging + k * part_bytes, part_bytes);
     }
     stats.launches++;
     stats.blocks += blocks.size();
-    stats.bytes += blocks.size() * block_bytes;
+    stats.bytes += blocks.size() * part_bytes;
     stats.staged_blocks += staged.size();
     return Status::Ok();
   }

@@ -176,6 +176,51 @@ TEST(GpuMove, CrossLayerLayoutAndLargeChunks) {
   RoundTrip(PagedLayout::CrossLayer(mem.addr(), slots, layers, chunk), mem, {}, 5);
 }
 
+// Whole blocks moved one layer at a time (as a layer-wise load does), registered and staged
+// alike, then one layer moved back out into whole blocks: only that layer's bytes change.
+TEST(GpuMove, WholeBlocksLayerByLayer) {
+  REQUIRE_GPU();
+  const uint32_t layers = 3, slots = 12;
+  const uint64_t block = 4096;
+  DeviceMemory mem(layers * 2 * slots * block);
+  std::vector<uint64_t> ptrs;
+  for (uint32_t l = 0; l < layers; ++l) ptrs.push_back(mem.addr(l * 2 * slots * block));
+  PagedLayout lay = PagedLayout::Vllm(ptrs, slots, block);
+  const uint64_t bb = lay.HostBytes(layers);
+  auto pinned = PinnedBuffer::Create(4 * bb);
+  ASSERT_TRUE(pinned.ok());
+  std::vector<std::byte> plain = Pattern(bb, 99);
+  std::vector<HostBlock> blocks;
+  for (uint32_t b = 0; b < 4; ++b) {
+    auto d = Pattern(bb, b);
+    std::memcpy((*pinned)->data().data() + b * bb, d.data(), bb);
+    blocks.push_back({(*pinned)->data().data() + b * bb, 2 * b + 1});
+  }
+  blocks.push_back({plain.data(), 10});  // unregistered: staged, only the layer's part
+  auto mover = Mover::Create(lay);
+  ASSERT_TRUE(mover.ok());
+  for (uint32_t l = 0; l < layers; ++l)
+    ASSERT_TRUE((*mover)->ToGpu(blocks, LayerRange{l, 1, true}, nullptr).ok()) << l;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto dev = mem.Read();
+  for (size_t b = 0; b < blocks.size(); ++b)
+    for (uint32_t l = 0; l < layers; ++l)
+      for (uint32_t p = 0; p < 2; ++p)
+        ASSERT_EQ(0, std::memcmp(dev.data() + Offset(lay, mem, l, p, blocks[b].slot),
+                                 blocks[b].data + (l * 2 + p) * block, block))
+            << "block " << b << " layer " << l << " part " << p;
+  std::vector<std::vector<std::byte>> back(blocks.size(), std::vector<std::byte>(bb));
+  std::vector<HostBlock> out;
+  for (size_t b = 0; b < blocks.size(); ++b) out.push_back({back[b].data(), blocks[b].slot});
+  ASSERT_TRUE((*mover)->ToHost(out, LayerRange{1, 1, true}, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    std::vector<std::byte> want(bb);
+    std::memcpy(want.data() + 2 * block, blocks[b].data + 2 * block, 2 * block);
+    EXPECT_TRUE(back[b] == want) << "block " << b << ": only layer 1 written";
+  }
+}
+
 TEST(GpuMove, BadArgumentsAreRefused) {
   REQUIRE_GPU();
   DeviceMemory mem(2 * 4 * 4096);
@@ -244,6 +289,36 @@ TEST(GpuLoader, StoreToGpuAndBackThroughAnotherStore) {
     auto r = (*dst)->Get(keys[i], got);
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(got == Pattern(cache.block_bytes(), i)) << "block " << i;
+  }
+  // Layer by layer from the same store: an event per layer, on_layer in order.
+  ASSERT_EQ(cudaMemset(cache.mem.p, 0, cache.mem.n), cudaSuccess);
+  std::vector<std::unique_ptr<Event>> evs;
+  std::vector<Event*> ev;
+  for (uint32_t l = 0; l < Cache::kLayers; ++l) {
+    auto e = Event::Create();
+    ASSERT_TRUE(e.ok());
+    evs.push_back(std::move(e).value());
+    ev.push_back(evs.back().get());
+  }
+  std::vector<size_t> seen;
+  ASSERT_TRUE((*loader)
+                  ->LoadLayerwise(**src, keys, slots, nullptr, ev, out,
+                                  [&](size_t l) { seen.push_back(l); })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1}));
+  ASSERT_TRUE(ev.back()->Synchronize().ok());
+  auto dev = cache.mem.Read();
+  for (uint32_t i = 0; i < 12; ++i) {
+    if (i == 5 || i == 9) {
+      EXPECT_FALSE(out[i].ok());
+      continue;
+    }
+    auto want = Pattern(cache.block_bytes(), i);
+    for (uint32_t l = 0; l < Cache::kLayers; ++l)
+      for (uint32_t p = 0; p < 2; ++p)
+        ASSERT_EQ(0, std::memcmp(dev.data() + Offset(cache.layout, cache.mem, l, p, slots[i]),
+                                 want.data() + (l * 2 + p) * Cache::kChunk, Cache::kChunk))
+            << "layer-wise: block " << i << " layer " << l;
   }
   // Insert-only: saving again answers kExists per item.
   ASSERT_TRUE((*loader)->Save(**dst, keys, parents, slots, {}, nullptr, saved).ok());

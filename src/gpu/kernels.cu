@@ -21,8 +21,8 @@ __global__ void MoveKernel(MoveArgs a) {
   const uint64_t begin = uint64_t(blockIdx.y) * kPiece;
   if (begin >= a.chunk_bytes) return;
   const uint64_t n = min(kPiece, a.chunk_bytes - begin);
-  char* host = reinterpret_cast<char*>(d.host) + (uint64_t(layer) * a.parts + part) * a.chunk_bytes +
-               begin;
+  char* host = reinterpret_cast<char*>(d.host) +
+               (uint64_t(a.host_first_layer + layer) * a.parts + part) * a.chunk_bytes + begin;
   char* dev = reinterpret_cast<char*>(a.bases[(a.first_layer + layer) * a.parts + part]) +
               d.slot * a.slot_stride + begin;
   const char* src = a.to_gpu ? host : dev;

@@ -21,6 +21,7 @@ struct MoveArgs {
   uint32_t parts;           // 1 (K only) or 2 (K, V)
   uint32_t first_layer;
   uint32_t layers;          // layers moved per block
+  uint32_t host_first_layer;  // the host block's index of first_layer (0, or first_layer)
   uint64_t slot_stride;
   uint64_t chunk_bytes;
   bool to_gpu;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -116,10 +117,15 @@ class Loader::Impl {
     return workers[i].get();
   }
 
+  // Reads keys' views (held until the moves pass) and moves them: every layer of `range`
+  // in one launch, or with `per_layer` one launch per layer of the layout, each followed by
+  // events[l] (if any) and on_layer(l).
   Status FromStore(Store& store, std::span<const BlockKey> keys, std::span<const uint32_t> slots,
-                   LayerRange range, void* stream, std::span<Status> out) {
+                   LayerRange range, void* stream, std::span<Status> out, bool per_layer = false,
+                   std::span<Event* const> events = {},
+                   const std::function<void(size_t)>& on_layer = {}) {
     Reap();
-    const uint64_t want = layout.HostBytes(Count(range));
+    const uint64_t want = layout.HostBytes(per_layer ? layout.layers() : Count(range));
     std::vector<Result<BlockView>> got;
     got.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::NotFound());
@@ -141,8 +147,19 @@ class Loader::Impl {
       f.views.push_back(std::move(v));
       out[i] = Status::Ok();
     }
+    if (per_layer) {
+      for (uint32_t l = 0; l < layout.layers(); ++l) {
+        if (!blocks.empty())
+          if (Status s = mover->ToGpu(blocks, LayerRange{l, 1, true}, stream); !s.ok()) return s;
+        if (l < events.size())
+          if (Status s = events[l]->Record(stream); !s.ok()) return s;
+        if (on_layer) on_layer(l);
+      }
+    } else {
+      if (blocks.empty()) return Status::Ok();
+      if (Status s = mover->ToGpu(blocks, range, stream); !s.ok()) return s;
+    }
     if (blocks.empty()) return Status::Ok();
-    if (Status s = mover->ToGpu(blocks, range, stream); !s.ok()) return s;
     auto e = Event::Create();
     if (!e.ok()) return e.status();
     f.done = std::move(*e);
@@ -252,6 +269,16 @@ Status Loader::Load(Store& store, std::span<const BlockKey> keys, std::span<cons
                     LayerRange layers, void* stream, std::span<Status> out) {
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
   return impl_->FromStore(store, keys, slots, layers, stream, out);
+}
+
+Status Loader::LoadLayerwise(Store& store, std::span<const BlockKey> keys,
+                             std::span<const uint32_t> slots, void* stream,
+                             std::span<Event* const> events, std::span<Status> out,
+                             const std::function<void(size_t)>& on_layer) {
+  if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
+  if (!events.empty() && events.size() != impl_->layout.layers())
+    return Status::InvalidArgument("one event per layer of the layout");
+  return impl_->FromStore(store, keys, slots, {}, stream, out, true, events, on_layer);
 }
 
 Status Loader::Load(std::span<Client* const> clients, std::span<const BlockKey> keys,

@@ -25,6 +25,10 @@ enum class Listener : uint64_t { kNative = 1, kResp = 2, kUnix = 3, kWake = 4 };
 
 // One epoll loop on one thread. Owns its connections; the only thing it shares is the
 // listening sockets (EPOLLEXCLUSIVE: one reactor wakes per new connection) and the store.
+// The reactor that accepts a connection hands it to the reactor with the fewest (itself on
+// a tie): EPOLLEXCLUSIVE tends to wake the same idle reactor for every accept, which put
+// all of a client's connections on one thread (8 same-host connections moved no more than
+// one did).
 class Reactor final : public ReactorContext {
  public:
   explicit Reactor(Server& server)
@@ -82,6 +86,7 @@ class Reactor final : public ReactorContext {
         if (tag == static_cast<uint64_t>(Listener::kWake)) {
           uint64_t v;
           (void)!::read(wake_, &v, sizeof(v));
+          AdoptHandoffs();
           FinishJobs(next_again);
           continue;
         }
@@ -100,9 +105,20 @@ class Reactor final : public ReactorContext {
       next_again.clear();
       if (n > 0) last_event_ns = NowNanos();  // the spin window starts once work is done
     }
-    server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size()),
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size() + handoff_.size()),
                                          std::memory_order_relaxed);
     conns_.clear();
+    handoff_.clear();  // closes connections handed over too late to be served
+  }
+
+  // Takes a connection accepted by another reactor (counted in open_ by the giver).
+  void HandOff(net::Fd fd, Listener which) {
+    {
+      std::lock_guard<std::mutex> lock(handoff_mu_);
+      handoff_.emplace_back(std::move(fd), which);
+    }
+    Wake();
   }
 
   void Stop() {
@@ -149,6 +165,31 @@ class Reactor final : public ReactorContext {
     }
   }
 
+  void AdoptHandoffs() {
+    std::vector<std::pair<net::Fd, Listener>> got;
+    {
+      std::lock_guard<std::mutex> lock(handoff_mu_);
+      got.swap(handoff_);
+    }
+    for (auto& [fd, which] : got) Adopt(std::move(fd), which);
+  }
+
+  // The reactor with the fewest connections (this one on a tie); its count is taken now, so
+  // a burst of accepts spreads before the handed-off connections are adopted.
+  Reactor* PickReactor() {
+    Reactor* best = this;
+    size_t least = open();
+    for (auto& r : server_.reactors_) {
+      size_t n = r->open();
+      if (n < least) {
+        best = r.get();
+        least = n;
+      }
+    }
+    best->open_.fetch_add(1, std::memory_order_relaxed);
+    return best;
+  }
+
   void Accept(Listener which) {
     int lfd = listeners_[static_cast<int>(which) - 1];
     for (int i = 0; i < 64; ++i) {
@@ -166,21 +207,31 @@ class Reactor final : public ReactorContext {
       ++counters_.accepted;
       if (which != Listener::kUnix) net::SetNoDelay(fd);
       if (o.socket_buffer_bytes > 0) net::SetBufferSizes(fd, o.socket_buffer_bytes);
-      std::unique_ptr<Connection> c;
-      if (which == Listener::kResp) {
-        c = std::make_unique<RespConnection>(server_, std::move(owned), counters_);
+      Reactor* target = PickReactor();
+      if (target == this) {
+        Adopt(std::move(owned), which);
       } else {
-        c = std::make_unique<NativeConnection>(server_, std::move(owned), counters_,
-                                               which == Listener::kUnix);
+        target->HandOff(std::move(owned), which);
       }
-      c->Attach(this, server_.NextConnectionId());
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
-      epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
-      conns_[fd] = std::move(c);
-      open_.fetch_add(1, std::memory_order_relaxed);
     }
+  }
+
+  // Serves an accepted connection on this reactor (open_ already counts it).
+  void Adopt(net::Fd owned, Listener which) {
+    const int fd = owned.get();
+    std::unique_ptr<Connection> c;
+    if (which == Listener::kResp) {
+      c = std::make_unique<RespConnection>(server_, std::move(owned), counters_);
+    } else {
+      c = std::make_unique<NativeConnection>(server_, std::move(owned), counters_,
+                                             which == Listener::kUnix);
+    }
+    c->Attach(this, server_.NextConnectionId());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+    conns_[fd] = std::move(c);
   }
 
   void Step(Connection* c, std::vector<std::pair<int, Connection*>>& again) {
@@ -219,7 +270,15 @@ class Reactor final : public ReactorContext {
   ReactorCounters counters_;
   std::mutex done_mu_;
   std::vector<Done> done_;  // GUARDED_BY(done_mu_): finished jobs not yet handed back
+  std::mutex handoff_mu_;
+  std::vector<std::pair<net::Fd, Listener>> handoff_;  // GUARDED_BY(handoff_mu_)
 };
+
+std::vector<size_t> Server::ConnectionsPerReactor() const {
+  std::vector<size_t> out;
+  for (auto& r : reactors_) out.push_back(r->open());
+  return out;
+}
 
 std::string ServerStats::ToString() const {
   std::ostringstream o;

@@ -74,6 +74,8 @@ class Server {
   int reactor_nice() const { return reactor_nice_; }
   const std::string& reactor_nice_error() const { return reactor_nice_error_; }
   ServerStats GetStats() const;
+  // Open connections on each reactor (accepted connections go to the least loaded one).
+  std::vector<size_t> ConnectionsPerReactor() const;
 
   // Shared, read-only after Start.
   const ServerOptions& options() const { return options_; }
@@ -84,6 +86,7 @@ class Server {
   uint64_t NextConnectionId() { return next_connection_id_.fetch_add(1) + 1; }
 
  private:
+  friend class Reactor;  // picks the reactor an accepted connection goes to
   Server(const ServerOptions& options, Store* store);
 
   const ServerOptions options_;
