@@ -4,21 +4,25 @@
 // what fills the link (one cudaMemcpyAsync per block left 80% of it idle).
 #include "gpu/kernels.h"
 
+#include <algorithm>
+
 namespace kvpool::gpu {
 namespace {
 
 constexpr uint32_t kThreads = 256;
 constexpr uint64_t kPiece = 64 << 10;  // bytes per thread block
 constexpr int kUnroll = 4;
+constexpr unsigned kBlocksPerSm = 4;
 
-__global__ void MoveKernel(MoveArgs a) {
-  const uint64_t chunk_id = blockIdx.x;  // (block, layer, part) flattened
+// Copies one piece: up to kPiece bytes of one (block, layer, part) chunk.
+__device__ void MovePiece(const MoveArgs& a, uint64_t unit, uint64_t pieces) {
+  const uint64_t chunk_id = unit / pieces;  // (block, layer, part) flattened
   const uint32_t per_block = a.layers * a.parts;
   const uint64_t b = chunk_id / per_block;
   const uint32_t r = static_cast<uint32_t>(chunk_id % per_block);
   const uint32_t layer = r / a.parts, part = r % a.parts;
   const MoveDesc d = a.descs[b];
-  const uint64_t begin = uint64_t(blockIdx.y) * kPiece;
+  const uint64_t begin = (unit % pieces) * kPiece;
   if (begin >= a.chunk_bytes) return;
   const uint64_t n = min(kPiece, a.chunk_bytes - begin);
   char* host = reinterpret_cast<char*>(d.host) +
@@ -45,15 +49,34 @@ __global__ void MoveKernel(MoveArgs a) {
   }
 }
 
+// A bounded grid walks the pieces: a move waits on PCIe, and a grid of one thread block per
+// piece would hold every SM for the whole transfer, starving the engine's kernels on other
+// streams (a layer-wise load overlapped with compute gained nothing). A few blocks per SM
+// keep ~4 MB of reads in flight, more than the link needs.
+__global__ void MoveKernel(MoveArgs a, uint64_t units, uint64_t pieces) {
+  for (uint64_t u = blockIdx.x; u < units; u += gridDim.x) MovePiece(a, u, pieces);
+}
+
+unsigned MaxBlocks() {
+  static const unsigned n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      sms = 32;
+    return static_cast<unsigned>(sms) * kBlocksPerSm;
+  }();
+  return n;
+}
+
 }  // namespace
 
 cudaError_t LaunchMove(const MoveArgs& args, cudaStream_t stream) {
   if (args.count == 0 || args.layers == 0 || args.chunk_bytes == 0) return cudaSuccess;
   const uint64_t chunks = uint64_t(args.count) * args.layers * args.parts;
   const uint64_t pieces = (args.chunk_bytes + kPiece - 1) / kPiece;
-  if (chunks > 0x7fffffffull || pieces > 65535) return cudaErrorInvalidValue;
-  dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(pieces));
-  MoveKernel<<<grid, kThreads, 0, stream>>>(args);
+  const uint64_t units = chunks * pieces;
+  const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(units, MaxBlocks()));
+  MoveKernel<<<grid, kThreads, 0, stream>>>(args, units, pieces);
   return cudaGetLastError();
 }
 
