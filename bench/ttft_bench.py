@@ -39,6 +39,7 @@ ap.add_argument("--tokens", default="8192,32768")
 ap.add_argument("--reps", type=int, default=3)
 ap.add_argument("--connections", type=int, default=8)
 ap.add_argument("--layers", type=int, default=32, help="model layers (32: Llama-3.1-8B)")
+ap.add_argument("--no-layer-streaming", action="store_true", help="skip the stall measurement")
 args = ap.parse_args()
 sys.path.insert(0, os.path.join(args.build, "python"))
 
@@ -109,6 +110,21 @@ def kv_of(cache, layer):
     if hasattr(cache, "layers"):
         return cache.layers[layer].keys, cache.layers[layer].values
     return cache.key_cache[layer], cache.value_cache[layer]
+
+
+def fill_layer(cache, layer, k, v):
+    """Hands the loaded prefix KV (views of the paged cache) to the HF cache without a copy
+    where the cache keeps per-layer tensors (transformers 5: cache.layers[l].keys), as an
+    engine hands its paged KV to attention; else through update() (one copy)."""
+    layers = getattr(cache, "layers", None)
+    try:
+        if layers is not None and layer < len(layers) and hasattr(layers[layer], "keys"):
+            cache.update(k[:, :, :0], v[:, :, :0], layer)  # initializes the layer (no data)
+            layers[layer].keys, layers[layer].values = k, v
+            return
+    except Exception:
+        pass
+    cache.update(k, v, layer)
 
 
 def new_cache(model):
@@ -205,7 +221,7 @@ def run_length(model, forward, d, T, L):
         for layer in range(L):
             k = paged[layer][0].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
             v = paged[layer][1].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-            cache.update(k, v, layer)
+            fill_layer(cache, layer, k, v)
         return forward(ids[:, P:], cache)
 
     def zero():
@@ -267,7 +283,7 @@ def run_length(model, forward, d, T, L):
         cs = [kvpool.Client(d.tcp, namespace=NS) for _ in range(n)]
         record(f"(c) kvpoold loopback TCP, {n} conn", lambda: loader.load(cs if n > 1 else cs[0], keys, slots, stream=stream))
 
-    if T == min(int(x) for x in args.tokens.split(",")):
+    if not args.no_layer_streaming and T == min(int(x) for x in args.tokens.split(",")):
         layer_streaming(row, d, ref_layout, layout, keys, slots, paged, ref, P, nb, L, stream)
     del ref, paged
 
@@ -296,7 +312,7 @@ def overlapped_path(row, model, forward, loader, near, keys, slots, paged, ref, 
             with torch.cuda.stream(copy_stream):
                 k = paged[layer][0].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
                 v = paged[layer][1].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-                cache.update(k, v, layer)
+                fill_layer(cache, layer, k, v)
                 evs[layer].record(copy_stream)
 
         copy_stream.wait_stream(torch.cuda.current_stream())
