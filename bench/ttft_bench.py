@@ -112,19 +112,30 @@ def kv_of(cache, layer):
     return cache.key_cache[layer], cache.value_cache[layer]
 
 
-def fill_layer(cache, layer, k, v):
-    """Hands the loaded prefix KV (views of the paged cache) to the HF cache without a copy
-    where the cache keeps per-layer tensors (transformers 5: cache.layers[l].keys), as an
-    engine hands its paged KV to attention; else through update() (one copy)."""
+def init_layers(cache, L, like):
+    """Initializes every layer of the HF cache with no tokens (transformers creates a layer's
+    tensors on its first update, with a host-synchronizing copy: done here, before any load is
+    in flight, so that handing layers over later never waits for the GPU). False where the
+    cache keeps no per-layer tensors (then fill_layer copies through update())."""
     layers = getattr(cache, "layers", None)
+    if layers is None or len(layers) < L or not hasattr(layers[0], "keys"):
+        return False
     try:
-        if layers is not None and layer < len(layers) and hasattr(layers[layer], "keys"):
-            cache.update(k[:, :, :0], v[:, :, :0], layer)  # initializes the layer (no data)
-            layers[layer].keys, layers[layer].values = k, v
-            return
+        for layer in range(L):
+            cache.update(like[:, :, :0], like[:, :, :0], layer)
+        return True
     except Exception:
-        pass
-    cache.update(k, v, layer)
+        return False
+
+
+def fill_layer(cache, layer, k, v, initialized):
+    """Hands the loaded prefix KV (views of the paged cache) to the HF cache: without a copy
+    where init_layers succeeded (as an engine hands its paged KV to attention), else through
+    update() (one copy)."""
+    if initialized:
+        cache.layers[layer].keys, cache.layers[layer].values = k, v
+    else:
+        cache.update(k, v, layer)
 
 
 def new_cache(model):
@@ -218,10 +229,10 @@ def run_length(model, forward, d, T, L):
 
     def suffix_from_paged():
         cache = new_cache(model)
+        views = [paged[layer].view(2, P, KVH, HD).transpose(1, 2).unsqueeze(1) for layer in range(L)]
+        initialized = init_layers(cache, L, views[0][0])
         for layer in range(L):
-            k = paged[layer][0].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-            v = paged[layer][1].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-            fill_layer(cache, layer, k, v)
+            fill_layer(cache, layer, views[layer][0], views[layer][1], initialized)
         return forward(ids[:, P:], cache)
 
     def zero():
@@ -307,12 +318,12 @@ def overlapped_path(row, model, forward, loader, near, keys, slots, paged, ref, 
     def overlapped():
         cache = new_cache(model)
         evs = [torch.cuda.Event() for _ in range(L)]
+        views = [paged[layer].view(2, P, KVH, HD).transpose(1, 2).unsqueeze(1) for layer in range(L)]
+        initialized = init_layers(cache, L, views[0][0])  # before any load is in flight
 
         def on_layer(layer):
             with torch.cuda.stream(copy_stream):
-                k = paged[layer][0].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-                v = paged[layer][1].view(P, KVH, HD).transpose(0, 1).unsqueeze(0)
-                fill_layer(cache, layer, k, v)
+                fill_layer(cache, layer, views[layer][0], views[layer][1], initialized)
                 evs[layer].record(copy_stream)
 
         copy_stream.wait_stream(torch.cuda.current_stream())
