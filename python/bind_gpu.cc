@@ -313,6 +313,43 @@ std::vector<std::string> Save(PyLoader& l, const py::object& target, const py::i
   return Names(out);
 }
 
+// n events for a layer-by-layer load: the Python objects and the pointers the loader takes.
+std::pair<std::vector<std::shared_ptr<Event>>, std::vector<Event*>> MakeEvents(size_t n) {
+  std::vector<std::shared_ptr<Event>> events;
+  std::vector<Event*> raw;
+  for (size_t i = 0; i < n; ++i) {
+    auto e = Event::Create();
+    CheckGpu(e.status());
+    events.push_back(std::shared_ptr<Event>(std::move(e).value()));
+    raw.push_back(events.back().get());
+  }
+  return {std::move(events), std::move(raw)};
+}
+
+// A Python on_layer(i), called on the loader's thread (which holds no GIL): takes the GIL,
+// and keeps the first exception to raise once the loader has returned (an exception never
+// unwinds through the loader; later layers are still moved, not computed).
+struct LayerCallback {
+  py::object fn;
+  std::unique_ptr<py::error_already_set> raised;
+
+  std::function<void(size_t)> Get() {
+    if (fn.is_none()) return {};
+    return [this](size_t i) {
+      py::gil_scoped_acquire gil;
+      if (raised) return;
+      try {
+        fn(i);
+      } catch (py::error_already_set& e) {
+        raised = std::make_unique<py::error_already_set>(std::move(e));
+      }
+    };
+  }
+  void Rethrow() {
+    if (raised) throw std::move(*raised);
+  }
+};
+
 }  // namespace
 
 void BindGpu(py::module_& root) {
@@ -423,35 +460,16 @@ void BindGpu(py::module_& root) {
             if (ks.size() != ss.size()) throw py::value_error("keys and slots differ in length");
             l.Hold(source);
             (void)Prepare(source);
-            std::vector<std::shared_ptr<Event>> events;
-            std::vector<Event*> raw;
-            for (uint32_t i = 0; i < l.layout->layout.layers(); ++i) {
-              auto e = Event::Create();
-              CheckGpu(e.status());
-              events.push_back(std::shared_ptr<Event>(std::move(e).value()));
-              raw.push_back(events.back().get());
-            }
+            auto [events, raw] = MakeEvents(l.layout->layout.layers());
             std::vector<Status> out(ks.size());
             void* st = ToStream(stream);
+            LayerCallback cb{on_layer, nullptr};
             Status s;
-            std::unique_ptr<py::error_already_set> raised;
             {
               py::gil_scoped_release nogil;
-              std::function<void(size_t)> cb;
-              if (!on_layer.is_none()) {
-                cb = [&](size_t i) {
-                  py::gil_scoped_acquire gil;
-                  if (raised) return;
-                  try {
-                    on_layer(i);
-                  } catch (py::error_already_set& e) {
-                    raised = std::make_unique<py::error_already_set>(std::move(e));
-                  }
-                };
-              }
-              s = l.loader->LoadLayerwise(*store, ks, ss, st, raw, out, cb);
+              s = l.loader->LoadLayerwise(*store, ks, ss, st, raw, out, cb.Get());
             }
-            if (raised) throw std::move(*raised);
+            cb.Rethrow();
             CheckGpu(s);
             return py::make_tuple(events, Names(out));
           },
@@ -472,39 +490,18 @@ void BindGpu(py::module_& root) {
             Client& c = *client.cast<ClientFace&>().c;
             std::vector<BlockKey> ks = ToKeys(blocks);
             std::vector<uint32_t> ss = ToSlots(slots), ls = ToSlots(layers);
-            std::vector<std::shared_ptr<Event>> events;
-            std::vector<Event*> raw;
-            for (size_t i = 0; i < ls.size(); ++i) {
-              auto e = Event::Create();
-              CheckGpu(e.status());
-              events.push_back(std::shared_ptr<Event>(std::move(e).value()));
-              raw.push_back(events.back().get());
-            }
+            auto [events, raw] = MakeEvents(ls.size());
             std::vector<Status> out(ks.size() * ls.size());
             Deadline d =
                 timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
             void* st = ToStream(stream);
+            LayerCallback cb{on_layer, nullptr};
             Status s;
-            // The callback's first exception is raised once the loader returns (it never
-            // unwinds through the loader); later layers are still moved, not computed.
-            std::unique_ptr<py::error_already_set> raised;
             {
               py::gil_scoped_release nogil;
-              std::function<void(size_t)> cb;
-              if (!on_layer.is_none()) {
-                cb = [&](size_t i) {
-                  py::gil_scoped_acquire gil;
-                  if (raised) return;
-                  try {
-                    on_layer(i);
-                  } catch (py::error_already_set& e) {
-                    raised = std::make_unique<py::error_already_set>(std::move(e));
-                  }
-                };
-              }
-              s = l.loader->LoadLayers(c, ks, ss, ls, st, raw, out, cb, d);
+              s = l.loader->LoadLayers(c, ks, ss, ls, st, raw, out, cb.Get(), d);
             }
-            if (raised) throw std::move(*raised);
+            cb.Rethrow();
             CheckGpu(s);
             return py::make_tuple(events, Names(out));
           },
