@@ -3,6 +3,7 @@
 // tensor where a CUDA one is needed, or a call on a host without a GPU, raises with the
 // reason (never a crash). Streams: None (the legacy default stream), an int handle, or an
 // object with .cuda_stream (torch.cuda.Stream).
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -195,6 +196,7 @@ struct PyLoader {
   // alive until synchronize(). Declared before `loader`, so the loader (which waits for
   // its loads) is destroyed first.
   std::vector<py::object> sources;
+  std::vector<py::object> prestaging;  // near caches prestaged from: alive while the loader is
   std::unique_ptr<Loader> loader;
 
   void Hold(const py::object& source) {
@@ -431,7 +433,7 @@ void BindGpu(py::module_& root) {
              o.chunk_blocks = chunk_blocks;
              auto l = Loader::Create(layout->layout, o);
              CheckGpu(l.status());
-             return PyLoader{layout, {}, std::move(l).value()};
+             return PyLoader{layout, {}, {}, std::move(l).value()};
            }),
            py::arg("layout"), py::arg("chunk_blocks") = 64)
       .def("load", &Load, py::arg("source"), py::arg("keys"), py::arg("slots"),
@@ -513,6 +515,43 @@ void BindGpu(py::module_& root) {
           "engine enqueues that layer's attention (it runs while later layers are still "
           "arriving). Returns (events, statuses): events[i] completes when layer layers[i] of "
           "every block is in its slot (for work on other streams).")
+      .def(
+          "prestage",
+          [](PyLoader& l, const py::object& near, const py::iterable& keys,
+             const py::iterable& slots, int timeout_ms, const py::object& stream) {
+            if (!py::isinstance<NearFace>(near)) throw py::value_error("a kvpool.NearCache");
+            std::vector<BlockKey> ks = ToKeys(keys);
+            std::vector<uint32_t> ss = ToSlots(slots);
+            if (ks.size() != ss.size()) throw py::value_error("keys and slots differ in length");
+            if (std::none_of(l.prestaging.begin(), l.prestaging.end(),
+                             [&](const py::object& o) { return o.is(near); }))
+              l.prestaging.push_back(near);  // until the loader goes (it finishes the queue)
+            (void)Prepare(near);
+            Deadline d = timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms))
+                                        : Deadline{};
+            return l.loader->PrestageToGpu(*near.cast<NearFace&>().n, ks, ss, ToStream(stream), d);
+          },
+          py::arg("near"), py::arg("keys"), py::arg("slots"), py::arg("timeout_ms"),
+          py::arg("stream") = py::none(),
+          "Prestaging into GPU memory: the near cache pulls the chain in (stopping at a miss "
+          "or after timeout_ms) and the loader's own thread moves the leading blocks that "
+          "arrived into their slots on `stream`. Returns a ticket at once.")
+      .def(
+          "wait_prestaged",
+          [](PyLoader& l, uint64_t ticket, int timeout_ms) {
+            Deadline d = timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms))
+                                        : Deadline{};
+            Result<size_t> r = Status::Internal("unset");
+            {
+              py::gil_scoped_release nogil;
+              r = l.loader->WaitGpuPrestage(ticket, d);
+            }
+            CheckGpu(r.status());
+            return *r;
+          },
+          py::arg("ticket"), py::arg("timeout_ms") = 0,
+          "Leading blocks of that prestage now in GPU memory, once it ended or timeout_ms "
+          "passed (0: wait for the end). Reported once.")
       .def(
           "synchronize", [](PyLoader& l) { CheckGpu(l.Sync()); },
           "Waits until every load enqueued so far has landed; releases what they read.")

@@ -69,6 +69,7 @@ class Everywhere(unittest.TestCase):
 
     @unittest.skipIf(HAVE_GPU, "a GPU is present: " + GPU_INFO)
     def test_without_a_gpu_a_loader_raises_with_the_reason(self):
+        self.assertIn("prestage", dir(kvpool.gpu.Loader))
         lay = kvpool.gpu.Layout.vllm([FakeCudaArray((2, 8, 16, 2, 64))])
         with self.assertRaisesRegex(RuntimeError, "Unavailable"):
             kvpool.gpu.Loader(lay)
@@ -179,6 +180,16 @@ class OnTheGpu(unittest.TestCase):
             self.assertEqual(loader.load(near, keys[:30], list(range(30))), ["OK"] * 30)
             loader.synchronize()
             self.check(range(30), range(30))
+            # Prestaged into GPU memory: the near cache pulls, the loader's thread moves.
+            near2 = kvpool.NearCache(d.address, namespace="gpu", dram_bytes=64 << 20)
+            for cc in self.caches:
+                cc.zero_()
+            t = loader.prestage(near2, keys[:25] + [kvpool.Key(99, 99)] + keys[25:30],
+                                [40 + i for i in range(31)], timeout_ms=5000)
+            self.assertEqual(loader.wait_prestaged(t), 25)  # the prefix ends at the miss
+            self.check(range(25), [40 + i for i in range(25)])
+            with self.assertRaises(ValueError):
+                loader.wait_prestaged(t)  # reported once
         finally:
             self.assertEqual(d.stop(), 0)
 

@@ -15,7 +15,7 @@
 // A block of the wrong size for the layout is kInvalidArgument for that item; a miss is
 // kNotFound; neither fails the batch.
 //
-// Thread safety: one thread at a time per loader.
+// Thread safety: one thread at a time per loader (its prestage thread is its own).
 #ifndef KVPOOL_GPU_LOADER_H_
 #define KVPOOL_GPU_LOADER_H_
 
@@ -79,6 +79,19 @@ class Loader {
                     std::span<const uint32_t> slots, std::span<const uint32_t> layers,
                     void* stream, std::span<Event* const> events, std::span<Status> out,
                     const std::function<void(size_t)>& on_layer = {}, Deadline deadline = {});
+
+  // Prestaging into GPU memory: the near cache prestages `keys` (NearCache::Prestage: in
+  // order, stopping at a miss or the deadline), then the loader's prestage thread moves the
+  // leading blocks that arrived into their slots on `stream`. Returns at once.
+  // REQUIRES: `near` outlives the prestage (WaitGpuPrestage or the loader's destruction).
+  using Ticket = uint64_t;
+  Ticket PrestageToGpu(NearCache& near, std::span<const BlockKey> keys,
+                       std::span<const uint32_t> slots, void* stream, Deadline deadline);
+  // How many leading blocks of that prestage are in GPU memory, once it has ended (moved and
+  // landed) or `deadline` passed (then what had landed: 0). A finished ticket is reported
+  // once; kInvalidArgument for a ticket never issued or already reported, or slots and keys
+  // of different lengths.
+  Result<size_t> WaitGpuPrestage(Ticket ticket, Deadline deadline = {});
 
   // GPU -> kvpool: the parts of `layers` in each slot become the block keys[i] (chained to
   // parents[i], empty for none). Insert-only: a held key is kExists and left alone. The host

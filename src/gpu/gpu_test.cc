@@ -13,6 +13,7 @@
 #include "kvpool/client.h"
 #include "kvpool/gpu.h"
 #include "kvpool/gpu_loader.h"
+#include "kvpool/near_cache.h"
 #include "kvpool/store.h"
 
 namespace kvpool::gpu {
@@ -402,6 +403,49 @@ TEST_F(GpuDaemonTest, LoadsFromKvpooldOverTcpAndSharedMemoryInParallel) {
               << "block " << i << " layer " << l << " shm=" << shm;
     }
   }
+}
+
+// Prestaging into GPU memory through a near cache: the chain's leading blocks land in their
+// slots (a miss ends the prefix), the ticket reports them once, bad tickets are refused.
+TEST_F(GpuDaemonTest, PrestageToGpuLandsTheLeadingBlocks) {
+  Cache cache;
+  auto writer = Connect(false);
+  std::vector<BlockKey> keys;
+  std::vector<uint32_t> slots;
+  for (uint32_t i = 0; i < 10; ++i) {
+    keys.push_back(BlockKey{21, i});
+    slots.push_back(20 - i);
+    if (i != 7) ASSERT_TRUE(writer->Put(keys.back(), Pattern(cache.block_bytes(), 300 + i)).ok());
+  }
+  NearCacheOptions no;
+  no.store.dram_bytes = 16 << 20;
+  no.store.max_value_bytes = 1 << 20;
+  no.store.lock_memory = false;
+  auto near = NearCache::Create(no, Connect(false));
+  ASSERT_TRUE(near.ok()) << near.status().ToString();
+  ASSERT_TRUE(RegisterStore((*near)->local()).ok());
+  auto loader = Loader::Create(cache.layout);
+  ASSERT_TRUE(loader.ok());
+  auto t = (*loader)->PrestageToGpu(**near, keys, slots, nullptr,
+                                    Deadline::After(std::chrono::seconds(5)));
+  auto landed = (*loader)->WaitGpuPrestage(t);
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_EQ(*landed, 7u) << "block 7 is missing: the prefix ends there";
+  auto dev = cache.mem.Read();
+  for (uint32_t i = 0; i < 7; ++i) {
+    auto want = Pattern(cache.block_bytes(), 300 + i);
+    for (uint32_t l = 0; l < Cache::kLayers; ++l)
+      for (uint32_t p = 0; p < 2; ++p)
+        ASSERT_EQ(0, std::memcmp(dev.data() + Offset(cache.layout, cache.mem, l, p, slots[i]),
+                                 want.data() + (l * 2 + p) * Cache::kChunk, Cache::kChunk))
+            << "block " << i;
+  }
+  EXPECT_EQ((*loader)->WaitGpuPrestage(t).status().code(), Code::kInvalidArgument) << "once";
+  std::vector<uint32_t> bad = {Cache::kSlots};
+  auto tb = (*loader)->PrestageToGpu(**near, std::span(keys).first(1), bad, nullptr, {});
+  EXPECT_EQ((*loader)->WaitGpuPrestage(tb).status().code(), Code::kInvalidArgument);
+  loader->reset();  // before the near cache it read from
+  EXPECT_TRUE(UnregisterStore((*near)->local()).ok());
 }
 
 TEST_F(GpuDaemonTest, LayerStreamingRecordsAnEventPerLayerAndSavesThroughTheClient) {

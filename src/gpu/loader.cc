@@ -3,10 +3,14 @@
 #include "kvpool/gpu_loader.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
+
+#include "common/clock.h"
 
 namespace kvpool::gpu {
 namespace {
@@ -106,6 +110,86 @@ class Loader::Impl {
   std::vector<std::unique_ptr<Worker>> workers;  // one per connection of a parallel load
 
   uint32_t Count(LayerRange r) const { return r.count ? r.count : layout.layers() - r.first; }
+
+  // Prestages into GPU memory, run on one thread of their own, in order.
+  struct GpuPrestage {
+    NearCache* near;
+    std::vector<BlockKey> keys;
+    std::vector<uint32_t> slots;
+    void* stream;
+    Deadline deadline;
+    Status status;
+    size_t landed = 0;
+    bool done = false;
+  };
+  std::mutex pmu;
+  std::condition_variable pcv;
+  std::map<Ticket, GpuPrestage> prestages;  // GUARDED_BY(pmu)
+  std::deque<Ticket> queue;                 // GUARDED_BY(pmu)
+  Ticket next_ticket = 1;                   // GUARDED_BY(pmu)
+  bool stop = false;                        // GUARDED_BY(pmu)
+  std::thread prestager;
+  std::unique_ptr<Mover> prestage_mover;  // the prestage thread's own
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(pmu);
+      stop = true;
+    }
+    pcv.notify_all();
+    if (prestager.joinable()) prestager.join();
+  }
+
+  void PrestageLoop() {
+    std::unique_lock<std::mutex> lock(pmu);
+    while (true) {
+      pcv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, nothing left
+      Ticket t = queue.front();
+      queue.pop_front();
+      GpuPrestage job = prestages[t];  // a copy: the map may change meanwhile
+      lock.unlock();
+      size_t landed = 0;
+      Status s = RunPrestage(job, &landed);
+      lock.lock();
+      GpuPrestage& j = prestages[t];
+      j.status = s;
+      j.landed = landed;
+      j.done = true;
+      pcv.notify_all();
+    }
+  }
+
+  // The near cache's prestage, then one move of the leading blocks it holds, waited for.
+  Status RunPrestage(const GpuPrestage& job, size_t* landed) {
+    NearCache::Ticket t = job.near->Prestage(job.keys, job.deadline);
+    const size_t local = job.near->WaitPrestaged(t, {});  // the prestage stops at its deadline
+    const uint64_t want = layout.HostBytes(layout.layers());
+    std::vector<BlockKey> keys(job.keys.begin(), job.keys.begin() + local);
+    std::vector<Result<BlockView>> got;
+    for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::NotFound());
+    job.near->local().ReadBatch(keys, got);
+    std::vector<BlockView> views;
+    std::vector<HostBlock> blocks;
+    for (size_t i = 0; i < got.size(); ++i) {  // the leading blocks only: a prefix is usable
+      if (!got[i].ok() || got[i]->data().size() != want) break;
+      views.push_back(std::move(*got[i]));
+      blocks.push_back({const_cast<std::byte*>(views.back().data().data()), job.slots[i]});
+    }
+    if (blocks.empty()) return Status::Ok();
+    if (!prestage_mover) {
+      auto m = Mover::Create(layout);
+      if (!m.ok()) return m.status();
+      prestage_mover = std::move(*m);
+    }
+    if (Status s = prestage_mover->ToGpu(blocks, {}, job.stream); !s.ok()) return s;
+    auto e = Event::Create();
+    if (!e.ok()) return e.status();
+    if (Status s = (*e)->Record(job.stream); !s.ok()) return s;
+    if (Status s = (*e)->Synchronize(); !s.ok()) return s;  // landed: the views may go
+    *landed = blocks.size();
+    return Status::Ok();
+  }
 
   void Reap() {
     while (!in_flight.empty() && in_flight.front().done->Ready()) in_flight.pop_front();
@@ -239,7 +323,59 @@ Result<std::unique_ptr<Loader>> Loader::Create(const PagedLayout& layout,
 }
 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Loader::~Loader() { (void)Synchronize(); }
+
+Loader::Ticket Loader::PrestageToGpu(NearCache& near, std::span<const BlockKey> keys,
+                                     std::span<const uint32_t> slots, void* stream,
+                                     Deadline deadline) {
+  std::lock_guard<std::mutex> lock(impl_->pmu);
+  const Ticket t = impl_->next_ticket++;
+  Impl::GpuPrestage& job = impl_->prestages[t];
+  job.near = &near;
+  job.stream = stream;
+  job.deadline = deadline;
+  if (slots.size() != keys.size()) {
+    job.status = Status::InvalidArgument("keys and slots differ in length");
+    job.done = true;
+    return t;
+  }
+  for (uint32_t s : slots) {
+    if (s >= impl_->layout.num_slots) {
+      job.status = Status::InvalidArgument("slot " + std::to_string(s) + " of " +
+                                           std::to_string(impl_->layout.num_slots));
+      job.done = true;
+      return t;
+    }
+  }
+  job.keys.assign(keys.begin(), keys.end());
+  job.slots.assign(slots.begin(), slots.end());
+  impl_->queue.push_back(t);
+  if (!impl_->prestager.joinable())
+    impl_->prestager = std::thread([impl = impl_.get()] { impl->PrestageLoop(); });
+  impl_->pcv.notify_all();
+  return t;
+}
+
+Result<size_t> Loader::WaitGpuPrestage(Ticket ticket, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(impl_->pmu);
+  auto it = impl_->prestages.find(ticket);
+  if (it == impl_->prestages.end())
+    return Status::InvalidArgument("no such prestage (or already reported)");
+  auto done = [&] { return it->second.done; };
+  if (deadline.none()) {
+    impl_->pcv.wait(lock, done);
+  } else {
+    const uint64_t now = NowNanos();
+    if (deadline.steady_ns > now)
+      impl_->pcv.wait_for(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
+  }
+  if (!it->second.done) return size_t{0};
+  Status s = it->second.status;
+  size_t landed = it->second.landed;
+  impl_->prestages.erase(it);
+  if (!s.ok()) return s;
+  return landed;
+}
+Loader::~Loader() { (void)Synchronize(); }  // then ~Impl finishes the queued prestages
 const PagedLayout& Loader::layout() const { return impl_->layout; }
 
 Mover::Stats Loader::stats() const {
