@@ -88,14 +88,32 @@ struct Ops {
   // Per-item status names: "OK", "Exists", "TooLarge", ... (CodeName).
   static std::vector<std::string> BatchPut(T& t, const py::iterable& keys,
                                            const py::iterable& values, bool overwrite,
-                                           const py::object& parents, int timeout_ms = 0) {
+                                           const py::object& parents, int timeout_ms = 0,
+                                           const py::object& token_ids = py::none()) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<BlockKey> ps = Parents(parents, ks.size());
     std::vector<Buffer> bufs = Buffers(values, ks.size(), /*writable=*/false);
+    std::vector<std::vector<uint32_t>> toks = TokenIds(token_ids, ks.size());
     std::vector<PutOp> ops(ks.size());
-    for (size_t i = 0; i < ks.size(); ++i)
+    for (size_t i = 0; i < ks.size(); ++i) {
       ops[i] = PutOp{ks[i], {bufs[i].data, bufs[i].size}, ps[i], {}};
+      if (!toks.empty()) ops[i].token_ids = toks[i];
+    }
     return RunPuts(t, ops, overwrite, FromTimeout(timeout_ms));
+  }
+
+  // Each block's token ids (a sequence of ints, or None), or none at all when None.
+  static std::vector<std::vector<uint32_t>> TokenIds(const py::object& token_ids, size_t n) {
+    if (token_ids.is_none()) return {};
+    std::vector<std::vector<uint32_t>> out;
+    for (const py::handle& h : token_ids) {
+      out.emplace_back();
+      if (h.is_none()) continue;
+      for (const py::handle& t : h) out.back().push_back(t.cast<uint32_t>());
+      if (out.back().size() > 65536) throw py::value_error("more than 65536 token ids in a block");
+    }
+    if (out.size() != n) throw py::value_error("keys and token_ids differ in length");
+    return out;
   }
 
   // Raw-address forms, for engines that hand over host-pool addresses (SGLang's
@@ -249,13 +267,14 @@ void BindOps(C& cls) {
       .def(
           "put",
           [](T& t, const py::handle& key, const py::handle& value, bool overwrite,
-             const py::object& parent) {
+             const py::object& parent, const py::object& token_ids) {
             auto r = Ops<T>::BatchPut(t, py::make_tuple(key), py::make_tuple(value), overwrite,
-                                      parent.is_none() ? parent : py::make_tuple(parent));
+                                      parent.is_none() ? parent : py::make_tuple(parent), 0,
+                                      token_ids.is_none() ? token_ids : py::make_tuple(token_ids));
             return r[0];
           },
           py::arg("key"), py::arg("value"), py::arg("overwrite") = false,
-          py::arg("parent") = py::none(),
+          py::arg("parent") = py::none(), py::arg("token_ids") = py::none(),
           "Store value (any buffer). Returns the status name: OK, Exists (insert-only: already "
           "held), TooLarge, ...")
       .def("batch_get", &Ops<T>::BatchGetPy, py::arg("keys"), py::arg("outs"),
@@ -266,8 +285,10 @@ void BindOps(C& cls) {
            "BufferTooSmall, Refused, Unavailable.")
       .def("batch_put", &Ops<T>::BatchPut, py::arg("keys"), py::arg("values"),
            py::arg("overwrite") = false, py::arg("parents") = py::none(), py::arg("timeout_ms") = 0,
+           py::arg("token_ids") = py::none(),
            "Stores each value (parents: each block's parent in its chain, for prefix-aware "
-           "eviction; None for none); returns a status name per item.")
+           "eviction; None for none; token_ids: each block's token ids, which kvpoold's KV "
+           "events carry to routers); returns a status name per item.")
       .def("batch_get_ptrs", &Ops<T>::BatchGetPtrs, py::arg("keys"), py::arg("ptrs"),
            py::arg("sizes"),
            "batch_get into raw addresses (ints, e.g. tensor.data_ptr()); the caller keeps the "

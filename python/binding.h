@@ -163,7 +163,11 @@ struct StoreFace {  // in-process: deadlines do not apply
     return Status::Ok();
   }
   void PutOps(std::span<PutOp> ops, bool overwrite, Deadline = {}) {
-    for (PutOp& op : ops) op.status = s->Put(op.key, op.value, PutOptions{op.parent, overwrite});
+    for (PutOp& op : ops) {
+      PutOptions o{op.parent, overwrite};
+      o.token_ids = op.token_ids;
+      op.status = s->Put(op.key, op.value, o);
+    }
   }
   Status ExistsBatch(std::span<KeyOp> ops, Deadline = {}) {
     s->ExistsBatch(ops);

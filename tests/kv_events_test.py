@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """kvpoold's KV events with a real subscriber: python3-zmq SUB and DEALER sockets, payloads
-decoded with python3-msgpack in the shape vLLM's KVEventBatch has (msgspec array_like,
-tagged events; vllm/distributed/kv_events.py and examples/online_serving/
-kv_events_subscriber.py). Usage: kv_events_test.py BUILD_DIR
+decoded with python3-msgpack, and with the decoding rules of the routers that consume them:
+Dynamo's (lib/kv-router zmq_wire.rs: a 3-tuple batch, tagged map or sequence events,
+blocks indexed only with block_size token ids each), llm-d's (pkg/kvevents/engineadapter/
+vllm_adapter.go: "kv@" topic filter, array batch, tagged array events) and vLLM's current
+msgspec classes (vllm/distributed/kv_events.py: map batch, "type"-tagged map events, every
+field without a default required). Fixtures from Dynamo's own tests check the decoders.
+Usage: kv_events_test.py BUILD_DIR
 """
 import os
 import shutil
@@ -13,6 +17,7 @@ import time
 import unittest
 
 import msgpack
+import numpy as np
 import zmq
 
 BUILD = sys.argv.pop(1)
@@ -22,6 +27,128 @@ import kvpool  # noqa: E402
 from kvpoold_process import Kvpoold  # noqa: E402
 
 KVPOOLD = BUILD + "/kvpoold"
+
+
+def _hash_ok(h, allow_bytes):
+    return (isinstance(h, int) and -(1 << 63) <= h < (1 << 64)) or (allow_bytes and isinstance(h, bytes))
+
+
+def dynamo_decode(payload):
+    """Dynamo's rules: returns (blocks stored, blocks indexed); raises where Dynamo fails."""
+    b = msgpack.unpackb(payload, raw=False)
+    if not isinstance(b, list) or len(b) != 3:
+        raise ValueError("batch is not a (ts, events, data_parallel_rank) tuple")
+    ts, events, rank = b
+    if not isinstance(ts, (int, float)) or not isinstance(events, list):
+        raise ValueError("bad ts or events")
+    if rank is not None and not isinstance(rank, int):
+        raise ValueError("bad data_parallel_rank")
+    stored = indexed = 0
+    for ev in events:
+        if isinstance(ev, dict):
+            tag = ev.get("type")
+            if tag is None:
+                raise ValueError("missing field type")
+            get = ev.get
+            if tag == "BlockStored":
+                for f in ("block_hashes", "token_ids", "block_size"):
+                    if f not in ev:
+                        raise ValueError("missing field " + f)
+            fields = {k: get(k) for k in ("block_hashes", "parent_block_hash", "token_ids",
+                                          "block_size", "medium")}
+        elif isinstance(ev, list) and ev:
+            tag = ev[0]
+            names = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium") \
+                if tag == "BlockStored" else ("block_hashes", "medium")
+            fields = dict(zip(names, ev[1:]))
+            if tag == "BlockStored" and len(ev) < 5:
+                raise ValueError("short BlockStored sequence")
+        else:
+            raise ValueError("an event is neither a tagged map nor a sequence")
+        if tag == "BlockStored":
+            hashes, tokens, size = fields["block_hashes"], fields["token_ids"], fields["block_size"]
+            if not all(_hash_ok(h, False) for h in hashes):
+                raise ValueError("block hashes must be 64-bit integers")
+            if not isinstance(size, int) or size < 0:
+                raise ValueError("bad block_size")
+            if tokens and isinstance(tokens[0], list):  # EAGLE bigrams
+                tokens = [t[0] for t in tokens] + [tokens[-1][1]]
+            if not all(isinstance(t, int) and 0 <= t < (1 << 32) for t in tokens):
+                raise ValueError("token ids must be u32")
+            stored += len(hashes)
+            for i in range(len(hashes)):  # published while each block has its tokens
+                if size == 0 or (i + 1) * size > len(tokens):
+                    break
+                indexed += 1
+        elif tag == "BlockRemoved":
+            if not all(_hash_ok(h, False) for h in fields["block_hashes"]):
+                raise ValueError("block hashes must be 64-bit integers")
+        elif tag != "AllBlocksCleared":
+            raise ValueError("unknown variant " + str(tag))
+    return stored, indexed
+
+
+def llmd_decode(topic, payload, filter_=b"kv@", block_size=16):
+    """llm-d's rules: None if its topic filter drops the message; else (pod, model, stored,
+    indexed by its own block size); raises where llm-d fails."""
+    if not topic.startswith(filter_):
+        return None
+    parts = topic.decode().split("@")
+    pod, model = (parts[1], parts[2]) if len(parts) == 3 else (topic.decode(), "")
+    b = msgpack.unpackb(payload, raw=False)
+    if not isinstance(b, list) or len(b) < 2:
+        raise ValueError("batch is not an array")
+    stored = indexed = 0
+    for ev in b[1]:
+        if not isinstance(ev, list) or not ev or not isinstance(ev[0], str):
+            raise ValueError("failed to decode tagged union")
+        if ev[0] == "BlockStored":
+            if len(ev) < 5:
+                raise ValueError("short BlockStored")
+            hashes, parent, tokens, size = ev[1], ev[2], ev[3], ev[4]
+            if not all(_hash_ok(h, True) for h in hashes) or not isinstance(size, int):
+                raise ValueError("bad BlockStored")
+            if not all(isinstance(t, int) and 0 <= t < (1 << 32) for t in tokens):
+                raise ValueError("token ids must be u32")
+            stored += len(hashes)
+            indexed += min(len(hashes), len(tokens) // block_size)
+        elif ev[0] == "BlockRemoved":
+            if not all(_hash_ok(h, True) for h in ev[1]):
+                raise ValueError("bad BlockRemoved")
+        elif ev[0] != "AllBlocksCleared":
+            raise ValueError("unknown vLLM event tag: " + ev[0])
+    return pod, model, stored, indexed
+
+
+VLLM_STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+                      "medium", "lora_name")  # BlockStored's fields without a default
+
+
+def vllm_map_decode(payload):
+    """vLLM's current msgspec classes (map encoding, tag field "type"): returns the blocks
+    stored; raises where msgspec would."""
+    b = msgpack.unpackb(payload, raw=False)
+    if not isinstance(b, dict) or "ts" not in b or "events" not in b:
+        raise ValueError("KVEventBatch needs ts and events")
+    if not isinstance(b["ts"], float):
+        raise ValueError("ts must be a float")
+    stored = 0
+    for ev in b["events"]:
+        if not isinstance(ev, dict) or "type" not in ev:
+            raise ValueError("an event is a map tagged by type")
+        if ev["type"] == "BlockStored":
+            missing = [f for f in VLLM_STORED_FIELDS if f not in ev]
+            if missing:
+                raise ValueError("BlockStored missing " + ", ".join(missing))
+            if ev["lora_name"] is not None and not isinstance(ev["lora_name"], str):
+                raise ValueError("lora_name")
+            stored += len(ev["block_hashes"])
+        elif ev["type"] == "BlockRemoved":
+            if "block_hashes" not in ev or "medium" not in ev:
+                raise ValueError("BlockRemoved needs block_hashes and medium")
+        elif ev["type"] != "AllBlocksCleared":
+            raise ValueError("unknown event type")
+    return stored
 
 
 class Subscriber:
@@ -34,12 +161,14 @@ class Subscriber:
         self.replay_endpoint = replay
         self.ctx = ctx
         self.batches = []  # (seq, decoded batch, raw payload)
+        self.topics = []
 
     def poll(self, timeout_s):
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.sub.poll(50):
                 topic, seq, payload = self.sub.recv_multipart()
+                self.topics.append(topic)
                 self.batches.append((struct.unpack(">q", seq)[0],
                                      msgpack.unpackb(payload, raw=False), payload))
 
@@ -70,7 +199,9 @@ class Subscriber:
         return got
 
 
-class KvEvents(unittest.TestCase):
+class EventsCase(unittest.TestCase):
+    """A kvpoold per test, a ZeroMQ context and an ipc directory; no tests of its own."""
+
     def start(self, *extra, dram="128MiB"):
         d = Kvpoold(KVPOOLD, dram=dram, resp=False, extra=extra)
         self.addCleanup(d.stop)
@@ -100,6 +231,8 @@ class KvEvents(unittest.TestCase):
                 return ["warm-%d" % j for j in range(i)]
         self.fail("no KV event arrived within 10 s")
 
+
+class KvEvents(EventsCase):
     def test_stored_removed_chain_and_replay(self):
         ep, rep = "ipc://%s/pub" % self.ipc, "ipc://%s/replay" % self.ipc
         d = self.start("--kv-events", ep, "--kv-events-replay", rep)
@@ -109,10 +242,13 @@ class KvEvents(unittest.TestCase):
         sub.poll(0.3)  # the last warm-up events, so that what follows is only ours
         sub.batches.clear()
 
-        keys = kvpool.chain_keys("tenant/model", list(range(64)), 16)
+        tokens = list(range(64))
+        keys = kvpool.chain_keys("tenant/model", tokens, 16)
         parents = [None] + keys[:-1]
         self.assertEqual(c.batch_put(keys, [bytes([i]) * 4096 for i in range(4)],
-                                     parents=parents), ["OK"] * 4)
+                                     parents=parents,
+                                     token_ids=[tokens[16 * i:16 * i + 16] for i in range(4)]),
+                         ["OK"] * 4)
         want = [kvpool.pool_key("tenant/model", k).lo for k in keys]
         sub.poll(1.0)
         stored = sub.events("BlockStored")
@@ -120,15 +256,19 @@ class KvEvents(unittest.TestCase):
         self.assertEqual(hashes, want)
         # One chain in one batch becomes one BlockStored whose parent is the chain's.
         first = stored[0]
-        self.assertEqual(len(first), 7)
+        self.assertEqual(len(first), 8)
         self.assertIsNone(first[2])  # the first block has no parent
-        self.assertEqual(first[3], [])  # token ids are not known to the pool
+        self.assertEqual(first[3], tokens[:16 * len(first[1])])  # the writer's token ids
         self.assertEqual(first[4], 16)  # block_size
         self.assertIsNone(first[5])  # lora_id
-        self.assertEqual(first[6], "kvpool")  # medium
+        self.assertEqual(first[6], "EXTERNAL")  # medium: Dynamo's external tier
+        self.assertIsNone(first[7])  # lora_name
         for ev in stored[1:]:  # split across batches: each names its own parent
             self.assertEqual(ev[2], want[want.index(ev[1][0]) - 1])
+            self.assertEqual(ev[3], tokens[16 * want.index(ev[1][0]):16 * (want.index(ev[1][-1]) + 1)])
         self.assertIsInstance(sub.batches[0][1][0], float)  # ts
+        self.assertEqual(sub.batches[0][1][2], 0)  # data_parallel_rank
+        self.assertTrue(sub.topics[0].startswith(b"kv@") and sub.topics[0].endswith(b"@kvpool"))
 
         # An insert-only put of a held key stores nothing new: no event.
         self.assertEqual(c.put(keys[0], b"again"), "Exists")
@@ -192,6 +332,94 @@ class KvEvents(unittest.TestCase):
         self.assertIn(first, put)  # the 16-byte pool key of one of the blocks put
         with self.assertRaises(RuntimeError):  # an endpoint ZeroMQ cannot bind: a clear failure
             Kvpoold(KVPOOLD, resp=False, extra=("--kv-events", "bogus://x"))
+
+
+class RouterDecoders(EventsCase):
+    """Every batch kvpoold publishes, through each router's decoding rules."""
+
+    def put_chains(self, c, ns, chains=3, blocks=4):
+        stored_with_tokens = 0
+        for j in range(chains):
+            tokens = [(j * 1000 + t) for t in range(16 * blocks)]
+            keys = kvpool.chain_keys(ns, tokens, 16)
+            st = c.batch_put(keys, [b"k" * 2048] * blocks, parents=[None] + keys[:-1],
+                             token_ids=[tokens[16 * i:16 * i + 16] for i in range(blocks)])
+            self.assertEqual(st, ["OK"] * blocks)
+            stored_with_tokens += blocks
+        return stored_with_tokens
+
+    def test_decoders_accept_the_engines_own_fixtures(self):
+        # Dynamo's test_deserialize_bigram_block_stored_sequence: an EAGLE sequence event.
+        seq_event = ["BlockStored", [11, 12], None, [[10, 11], [11, 12], [12, 13], [13, 14]], 2,
+                     None, None, None]
+        self.assertEqual(dynamo_decode(msgpack.packb([1.0, [seq_event], None])), (2, 2))
+        # Dynamo's test_deserialize_block_stored_with_cache_salt_map: a map event.
+        map_event = {"type": "BlockStored", "block_hashes": [100], "parent_block_hash": None,
+                     "token_ids": [1, 2, 3, 4], "block_size": 4, "cache_salt": "tenant-a"}
+        self.assertEqual(dynamo_decode(msgpack.packb([1.0, [map_event], 0])), (1, 1))
+        with self.assertRaises(ValueError):  # Dynamo reads a (ts, events, rank) tuple only
+            dynamo_decode(msgpack.packb([1.0, [seq_event]]))
+        # vLLM's examples/online_serving/kv_events_subscriber.py event shape (array-like).
+        self.assertEqual(llmd_decode(b"kv@pod-1@llama", msgpack.packb(
+            [1.0, [["BlockStored", [7], None, list(range(16)), 16, None, "GPU"]]])),
+            ("pod-1", "llama", 1, 1))
+        self.assertIsNone(llmd_decode(b"", msgpack.packb([1.0, []])))  # filtered out
+
+    def test_array_form_every_batch_decodes_in_dynamo_and_llmd(self):
+        ep = "ipc://%s/pub" % self.ipc
+        d = self.start("--kv-events", ep)
+        sub = self.subscriber(ep)
+        c = kvpool.Client(d.address, namespace="routers")
+        self.connect_and_warm(d, sub, c)
+        sub.poll(0.3)
+        sub.batches.clear()
+        sub.topics.clear()
+        n = self.put_chains(c, "routers")
+        self.assertTrue(c.erase(kvpool.chain_keys("routers", list(range(64)), 16)[3]))
+        # Values from the same-host region: the token ids still travel on the socket.
+        u = kvpool.Client(d.unix, namespace="routers", shared_memory_bytes=1 << 20)
+        self.assertTrue(u.ping())
+        region = np.frombuffer(u.shared_memory(), dtype=np.uint8)
+        region[:4096] = 7
+        toks = [5000 + t for t in range(32)]
+        keys = kvpool.chain_keys("routers", toks, 16)
+        self.assertEqual(u.batch_put(keys, [region[:2048], region[2048:4096]], parents=[None, keys[0]],
+                                     token_ids=[toks[:16], toks[16:]]), ["OK", "OK"])
+        self.assertEqual(c.get(keys[1]), b"\x07" * 2048)
+        n += 2
+        sub.poll(1.0)
+        self.assertTrue(sub.batches)
+        d_stored = d_indexed = l_stored = l_indexed = 0
+        for topic, (_, _, payload) in zip(sub.topics, sub.batches):
+            s, i = dynamo_decode(payload)  # raises on any batch Dynamo would reject
+            d_stored, d_indexed = d_stored + s, d_indexed + i
+            got = llmd_decode(topic, payload)
+            self.assertIsNotNone(got, "llm-d's default kv@ filter dropped topic %r" % topic)
+            l_stored, l_indexed = l_stored + got[2], l_indexed + got[3]
+        self.assertEqual((d_stored, d_indexed), (n, n))  # every stored block indexed
+        self.assertEqual((l_stored, l_indexed), (n, n))
+
+    def test_map_form_decodes_with_vllms_classes(self):
+        ep = "ipc://%s/pub" % self.ipc
+        d = self.start("--kv-events", ep, "--kv-events-format", "map", "--kv-events-medium", "CPU")
+        sub = self.subscriber(ep)
+        c = kvpool.Client(d.address, namespace="vllm")
+        self.connect_and_warm(d, sub, c)
+        sub.poll(0.3)
+        sub.batches.clear()
+        n = self.put_chains(c, "vllm", chains=2)
+        sub.poll(1.0)
+        stored = sum(vllm_map_decode(p) for _, _, p in sub.batches)
+        self.assertEqual(stored, n)
+        ev = sub.batches[0][1]["events"][0]
+        self.assertEqual((ev["type"], ev["medium"], len(ev["token_ids"])),
+                         ("BlockStored", "CPU", 16 * len(ev["block_hashes"])))
+        self.assertEqual(sub.batches[0][1]["data_parallel_rank"], 0)
+
+    def test_bad_format_is_refused(self):
+        with self.assertRaises(RuntimeError):
+            Kvpoold(KVPOOLD, resp=False, extra=("--kv-events", "ipc://%s/x" % self.ipc,
+                                                "--kv-events-format", "json"))
 
 
 if __name__ == "__main__":

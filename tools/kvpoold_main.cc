@@ -80,7 +80,11 @@ options:
   --kv-events ENDPOINT   publish block stored/removed events in vLLM's format on a
                          ZeroMQ PUB socket, e.g. tcp://*:5557 (default off)
   --kv-events-replay EP  ZeroMQ ROUTER that replays buffered batches (tcp://*:5558)
-  --kv-events-topic T    topic frame of every event message (default empty)
+  --kv-events-topic T    topic frame of every event message (default
+                         kv@<hostname>@kvpool: llm-d's "kv@" filter passes it)
+  --kv-events-format F   array ([ts, events, dp_rank], tagged arrays: Dynamo, llm-d;
+                         default) or map (vLLM's current msgspec classes)
+  --kv-events-medium M   medium named in events (default EXTERNAL: Dynamo's external tier)
   --kv-events-hash H     int (vLLM's 64-bit form, default) or bytes (16-byte keys)
   --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
   --print-config         print the settings that would be used, and exit
@@ -228,12 +232,18 @@ int main(int argc, char** argv) {
       if (a == "--member-id") c.cluster.member_id = v;
       if (a == "--advertise") c.cluster.advertise = v;
     } else if (a == "--kv-events" || a == "--kv-events-replay" || a == "--kv-events-topic" ||
-               a == "--kv-events-hash") {
+               a == "--kv-events-hash" || a == "--kv-events-format" || a == "--kv-events-medium") {
       const char* v = value();
       if (!v) return Fail(a + " needs a value");
       if (a == "--kv-events") c.events.endpoint = v;
       if (a == "--kv-events-replay") c.events.replay_endpoint = v;
       if (a == "--kv-events-topic") c.events.topic = v;
+      if (a == "--kv-events-medium") c.events.medium = v;
+      if (a == "--kv-events-format") {
+        if (std::string(v) != "array" && std::string(v) != "map")
+          return Fail("--kv-events-format: array or map");
+        c.events.map_form = std::string(v) == "map";
+      }
       if (a == "--kv-events-hash") {
         if (std::string(v) != "int" && std::string(v) != "bytes")
           return Fail("--kv-events-hash: int or bytes");

@@ -27,6 +27,10 @@ struct PutOptions {
   BlockKey parent;
   // Replace a held value instead of answering kExists.
   bool overwrite = false;
+  // The block's token ids, when the engine has them: not stored, handed to the listener
+  // (KV events carry them; routers hash them). Must stay valid until the put or commit
+  // returns.
+  std::span<const uint32_t> token_ids;
 };
 
 struct PutOp {
@@ -34,6 +38,7 @@ struct PutOp {
   std::span<const std::byte> value;
   BlockKey parent;
   Status status;  // out: OK, kExists, kTooLarge, kNoSpace, ...
+  std::span<const uint32_t> token_ids;  // in, optional: as PutOptions::token_ids
 };
 
 struct GetOp {
@@ -58,7 +63,9 @@ struct KeyOp {
 class StoreListener {
  public:
   virtual ~StoreListener() = default;
-  virtual void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size) = 0;
+  // token_ids: the put's (PutOptions::token_ids), empty when the writer gave none.
+  virtual void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size,
+                        std::span<const uint32_t> token_ids) = 0;
   virtual void OnRemoved(const BlockKey& key) = 0;
 };
 

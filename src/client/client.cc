@@ -453,7 +453,8 @@ class Client::Impl {
 
   Result<uint64_t> SubmitPut(std::span<PutOp> ops, bool overwrite) {
     auto inline_bytes = [this](const PutOp& op) -> uint64_t {
-      return InShm(op.value.data(), op.value.size()) ? 0 : op.value.size();
+      return (InShm(op.value.data(), op.value.size()) ? 0 : op.value.size()) +
+             op.token_ids.size() * 4;
     };
     return Chunked(ops, inline_bytes, [&](std::span<PutOp> part) {
       std::vector<std::byte> meta;
@@ -473,6 +474,12 @@ class Client::Impl {
         } else if (it.len > 0) {
           data.push_back(iovec{const_cast<std::byte*>(op.value.data()), it.len});
           data_len += it.len;
+        }
+        // Token ids follow the item's value (little-endian u32s, this host's order on x86).
+        if (!op.token_ids.empty() && op.token_ids.size() <= net::kMaxTokensPerBlock) {
+          it.tokens = static_cast<uint32_t>(op.token_ids.size());
+          data.push_back(iovec{const_cast<uint32_t*>(op.token_ids.data()), op.token_ids.size() * 4});
+          data_len += op.token_ids.size() * 4;
         }
         net::AppendPutItem(meta, it);
       }

@@ -297,7 +297,8 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     int ghost_uses = dram_->GhostUses(key);
     if (ghost_uses >= dram_->Uses(id)) dram_->SetUses(id, static_cast<uint8_t>(ghost_uses + 1));
     dram_->Link(id, ghost || ghost_uses >= 0);
-    if (options_.listener) options_.listener->OnStored(key, options.parent, r.size);
+    if (options_.listener)
+      options_.listener->OnStored(key, options.parent, r.size, options.token_ids);
   }
   if (replaced != kNoRecord) {
     dram_->Doom(replaced);
@@ -670,6 +671,7 @@ void TieredStore::PutBatch(std::span<PutOp> ops) {
   for (PutOp& op : ops) {
     PutOptions o;
     o.parent = op.parent;
+    o.token_ids = op.token_ids;
     op.status = Put(op.key, op.value, o);
   }
 }

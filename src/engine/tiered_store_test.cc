@@ -438,7 +438,8 @@ struct RecordingListener : StoreListener {
   std::mutex mu;
   std::vector<std::pair<char, BlockKey>> events;
   std::map<BlockKey, BlockKey> parents;
-  void OnStored(const BlockKey& k, const BlockKey& parent, uint64_t) override {
+  void OnStored(const BlockKey& k, const BlockKey& parent, uint64_t,
+                std::span<const uint32_t>) override {
     std::lock_guard<std::mutex> lock(mu);
     events.push_back({'+', k});
     parents[k] = parent;

@@ -122,7 +122,7 @@ void AppendPutItem(std::vector<std::byte>& out, const PutItem& item) {
   Append(out, item.len);
   Append(out, item.crc);
   Append(out, item.flags);
-  Append(out, item.reserved);
+  Append(out, item.tokens);
   Append(out, item.shm_offset);
 }
 
@@ -165,7 +165,7 @@ PutItem DecodePutItem(const std::byte* p) {
   it.len = Get<uint32_t>(p + 32);
   it.crc = Get<uint32_t>(p + 36);
   it.flags = Get<uint32_t>(p + 40);
-  it.reserved = Get<uint32_t>(p + 44);
+  it.tokens = Get<uint32_t>(p + 44);
   it.shm_offset = Get<uint64_t>(p + 48);
   return it;
 }
@@ -254,10 +254,13 @@ Status ValidateRequest(std::span<const std::byte> frame, const Limits& limits,
     uint64_t inline_bytes = 0;
     for (uint32_t i = 0; i < h.count; ++i) {
       PutItem it = DecodePutItem(meta.data() + i * kPutItemBytes);
-      if (!(it.flags & kPutFromShm)) inline_bytes += it.len;
+      if (it.tokens > kMaxTokensPerBlock)
+        return Status::InvalidArgument("PUT item with more than 65536 token ids");
+      inline_bytes += PutDataBytes(it);
     }
     if (inline_bytes != h.data_len) {
-      return Status::InvalidArgument("PUT item lengths do not add up to the frame's data");
+      return Status::InvalidArgument(
+          "PUT item lengths (values and token ids) do not add up to the frame's data");
     }
   } else if (op != Op::kPing && h.data_len != 0) {
     return Status::InvalidArgument("unexpected data in a request of this kind");

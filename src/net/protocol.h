@@ -64,9 +64,20 @@ struct PutItem {
   uint32_t len = 0;
   uint32_t crc = 0;  // CRC32C of the value, computed by the client; the server verifies
   uint32_t flags = 0;
-  uint32_t reserved = 0;
+  // The block's token ids (for KV events), sent after the item's inline value (or alone, for
+  // a value from shared memory) as `tokens` little-endian u32s. 0: none. (Protocol 1 had a
+  // reserved zero here: old clients send none.)
+  uint32_t tokens = 0;
   uint64_t shm_offset = kInline;  // with kPutFromShm: where the value is in shared memory
 };
+
+// Most token ids one put item may carry (a block of tokens; larger is a malformed frame).
+inline constexpr uint32_t kMaxTokensPerBlock = 65536;
+
+// Bytes an item adds to a PUT's data section: its inline value, then its token ids.
+inline uint64_t PutDataBytes(const PutItem& it) {
+  return ((it.flags & kPutFromShm) ? 0 : uint64_t{it.len}) + uint64_t{it.tokens} * 4;
+}
 
 struct GetItem {
   BlockKey key;

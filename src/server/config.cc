@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -257,7 +258,24 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         "ZeroMQ ROUTER endpoint that replays buffered event batches (default off)"}},
       {"events.topic",
        {Str([](DaemonConfig* c, std::string s) { c->events.topic = s; }),
-        "first frame of every event message (default empty)"}},
+        "first frame of every event message (default \"kv@<hostname>@kvpool\", which llm-d's "
+        "default \"kv@\" filter passes)"}},
+      {"events.format",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto s = AsString(v);
+          if (!s.ok()) return s.status();
+          if (*s != "array" && *s != "map") return Status::InvalidArgument("\"array\" or \"map\"");
+          c->events.map_form = *s == "map";
+          return Status::Ok();
+        },
+        "payload form: \"array\" ([ts, events, dp_rank], tagged arrays: Dynamo, llm-d; the "
+        "default) or \"map\" (vLLM's current msgspec classes)"}},
+      {"events.medium",
+       {Str([](DaemonConfig* c, std::string s) { c->events.medium = s; }),
+        "medium named in every event (default \"EXTERNAL\": Dynamo's external tier)"}},
+      {"events.data_parallel_rank",
+       {Size([](DaemonConfig* c, uint64_t n) { c->events.data_parallel_rank = int(n); }, 1 << 20),
+        "data_parallel_rank of every batch (default 0)"}},
       {"events.hash",
        {[](const Value& v, DaemonConfig* c) -> Status {
           auto s = AsString(v);
@@ -340,6 +358,10 @@ DaemonConfig MachineDefaults(const std::string& data_dir) {
   c.store.flash_bytes = std::min<uint64_t>(4 * kGiB, free_disk / 4 / (16 * kMiB) * (16 * kMiB));
   c.store.max_value_bytes = std::min<uint64_t>(c.store.max_value_bytes, c.store.dram_bytes / 2);
   c.store.prefault = true;  // a daemon pays the page faults once, at start
+  // llm-d subscribes to "kv@" topics and reads "kv@<pod>@<model>": this node, the pool.
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == 0) std::strcpy(host, "kvpoold");
+  c.events.topic = std::string("kv@") + host + "@kvpool";
   return c;
 }
 

@@ -94,11 +94,12 @@ void KvEventPublisher::Queue(const Event& e) {
   }
 }
 
-void KvEventPublisher::OnStored(const BlockKey& key, const BlockKey& parent, uint64_t) {
-  Queue(Event{key, parent, true});
+void KvEventPublisher::OnStored(const BlockKey& key, const BlockKey& parent, uint64_t,
+                                std::span<const uint32_t> token_ids) {
+  Queue(Event{key, parent, true, {token_ids.begin(), token_ids.end()}});
 }
 
-void KvEventPublisher::OnRemoved(const BlockKey& key) { Queue(Event{key, {}, false}); }
+void KvEventPublisher::OnRemoved(const BlockKey& key) { Queue(Event{key, {}, false, {}}); }
 
 KvEventsStats KvEventPublisher::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -107,20 +108,24 @@ KvEventsStats KvEventPublisher::stats() const {
 
 std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
   // Consecutive events of one kind become one event with many hashes; stored blocks join
-  // the previous BlockStored when they continue its chain (its last hash is their parent),
-  // as vLLM reports a request's new blocks.
+  // the previous BlockStored when they continue its chain (its last hash is their parent)
+  // and carry as many token ids per block, as vLLM reports a request's new blocks.
   struct Group {
     bool stored;
     BlockKey parent;
     std::vector<BlockKey> keys;
+    std::vector<uint32_t> tokens;
+    size_t per_block;  // token ids per block (0: none given)
   };
   std::vector<Group> groups;
   for (const Event& e : events) {
-    if (!groups.empty() && groups.back().stored == e.stored &&
-        (!e.stored || groups.back().keys.back() == e.parent)) {
-      groups.back().keys.push_back(e.key);
+    Group* g = groups.empty() ? nullptr : &groups.back();
+    if (g && g->stored == e.stored &&
+        (!e.stored || (g->keys.back() == e.parent && g->per_block == e.token_ids.size()))) {
+      g->keys.push_back(e.key);
+      g->tokens.insert(g->tokens.end(), e.token_ids.begin(), e.token_ids.end());
     } else {
-      groups.push_back(Group{e.stored, e.parent, {e.key}});
+      groups.push_back(Group{e.stored, e.parent, {e.key}, e.token_ids, e.token_ids.size()});
     }
   }
   msgpack_sbuffer buf;
@@ -138,34 +143,69 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
       msgpack_pack_bin_body(&pk, b.data(), b.size());
     }
   };
+  const bool map = options_.map_form;
+  // A field: its name first in the map form, nothing in the array form.
+  auto field = [&](const char* name) {
+    if (map) PackStr(&pk, name);
+  };
   double ts =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  msgpack_pack_array(&pk, 2);
+  if (map) {
+    msgpack_pack_map(&pk, 3);
+  } else {
+    msgpack_pack_array(&pk, 3);
+  }
+  field("ts");
   msgpack_pack_double(&pk, ts);
+  field("events");
   msgpack_pack_array(&pk, groups.size());
   for (const Group& g : groups) {
     if (g.stored) {
-      msgpack_pack_array(&pk, 7);
+      if (map) {
+        msgpack_pack_map(&pk, 8);
+        PackStr(&pk, "type");
+      } else {
+        msgpack_pack_array(&pk, 8);
+      }
       PackStr(&pk, "BlockStored");
+      field("block_hashes");
       msgpack_pack_array(&pk, g.keys.size());
       for (const BlockKey& k : g.keys) hash(k);
+      field("parent_block_hash");
       if (g.parent.empty()) {
         msgpack_pack_nil(&pk);
       } else {
         hash(g.parent);
       }
-      msgpack_pack_array(&pk, 0);  // token ids: the pool stores bytes, not tokens
-      msgpack_pack_uint32(&pk, options_.block_size);
-      msgpack_pack_nil(&pk);  // lora_id
-      PackStr(&pk, "kvpool");
+      field("token_ids");
+      msgpack_pack_array(&pk, g.tokens.size());
+      for (uint32_t t : g.tokens) msgpack_pack_uint32(&pk, t);
+      field("block_size");
+      msgpack_pack_uint32(&pk, g.per_block ? static_cast<uint32_t>(g.per_block)
+                                           : options_.block_size);
+      field("lora_id");
+      msgpack_pack_nil(&pk);
+      field("medium");
+      PackStr(&pk, options_.medium.c_str());
+      field("lora_name");
+      msgpack_pack_nil(&pk);
     } else {
-      msgpack_pack_array(&pk, 3);
+      if (map) {
+        msgpack_pack_map(&pk, 3);
+        PackStr(&pk, "type");
+      } else {
+        msgpack_pack_array(&pk, 3);
+      }
       PackStr(&pk, "BlockRemoved");
+      field("block_hashes");
       msgpack_pack_array(&pk, g.keys.size());
       for (const BlockKey& k : g.keys) hash(k);
-      PackStr(&pk, "kvpool");
+      field("medium");
+      PackStr(&pk, options_.medium.c_str());
     }
   }
+  field("data_parallel_rank");
+  msgpack_pack_int(&pk, options_.data_parallel_rank);
   std::string out(buf.data, buf.size);
   msgpack_sbuffer_destroy(&buf);
   return out;

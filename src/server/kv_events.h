@@ -1,13 +1,19 @@
 // KV events: kvpoold announces the blocks its pool tier stores and removes, in vLLM's KV
 // event format, so KV-aware routers (Dynamo, llm-d) can count pool hits.
 //
-// Wire format (vllm/distributed/kv_events.py, read at v0.11): a ZeroMQ PUB socket sends
-// multipart messages (topic, be64 sequence number, msgpack payload); the payload
-// is KVEventBatch encoded array-like: [ts: float64 seconds, [event, ...]], each event a
-// tagged array: ["BlockStored", [hash, ...], parent_hash | nil, token_ids [], block_size,
-// lora_id nil, medium "kvpool"], ["BlockRemoved", [hash, ...], medium]. A ROUTER socket
-// serves replays: a request carrying a be64 start sequence is answered with every buffered
-// (sequence, payload) from there on, then (be64 -1, empty). docs/PROTOCOL.md has details.
+// Wire format (vllm/distributed/kv_events.py): a ZeroMQ PUB socket sends multipart
+// messages (topic, be64 sequence number, msgpack payload). Two payload forms:
+//   array (default; what Dynamo's and llm-d's decoders read, and vLLM's array-like
+//     classes): [ts, [event, ...], data_parallel_rank], events tagged arrays
+//     ["BlockStored", [hash, ...], parent | nil, token_ids, block_size, lora_id nil,
+//      medium, lora_name nil] and ["BlockRemoved", [hash, ...], medium];
+//   map (vLLM's current msgspec classes): {"ts", "events", "data_parallel_rank"}, events
+//     maps tagged {"type": "BlockStored", ...} with the same fields by name.
+// token_ids are the writers' (PutOptions::token_ids), concatenated over the event's blocks;
+// empty when a writer gave none (routers that hash tokens then cannot index the block).
+// The medium defaults to "EXTERNAL", which Dynamo files under its external tier. A ROUTER
+// socket serves replays: a request carrying a be64 start sequence is answered with every
+// buffered (sequence, payload) from there on, then (be64 -1, empty). docs/PROTOCOL.md.
 //
 // Hashes name blocks by their pool key (the key kvpoold stores under: the client's key
 // scoped by its namespace, docs/PROTOCOL.md), as vLLM's int form (the 16-byte key read
@@ -35,8 +41,11 @@ namespace kvpool::server {
 struct KvEventsOptions {
   std::string endpoint;           // PUB, e.g. "tcp://*:5557"; empty: off
   std::string replay_endpoint;    // ROUTER; empty: no replay
-  std::string topic;              // first frame of every message
+  std::string topic;              // first frame of every message (llm-d: "kv@<pod>@<model>")
   bool int_hashes = true;         // false: 16-byte hashes
+  bool map_form = false;          // vLLM's current map encoding instead of the array form
+  std::string medium = "EXTERNAL";  // BlockStored/BlockRemoved medium
+  int data_parallel_rank = 0;
   unsigned block_size = 16;       // BlockStored.block_size (tokens)
   unsigned buffer_steps = 10000;  // batches kept for replay
   unsigned max_events_per_batch = 1000;
@@ -53,7 +62,8 @@ class KvEventPublisher : public StoreListener {
   static Result<std::unique_ptr<KvEventPublisher>> Start(const KvEventsOptions& options);
   ~KvEventPublisher() override;  // publishes what is queued, then closes the sockets
 
-  void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size) override;
+  void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size,
+                std::span<const uint32_t> token_ids) override;
   void OnRemoved(const BlockKey& key) override;
   KvEventsStats stats() const;
 
@@ -61,6 +71,7 @@ class KvEventPublisher : public StoreListener {
   struct Event {
     BlockKey key, parent;
     bool stored;
+    std::vector<uint32_t> token_ids;
   };
   explicit KvEventPublisher(const KvEventsOptions& options);
   void Run();

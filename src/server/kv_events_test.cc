@@ -50,12 +50,12 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
       ASSERT_EQ(msgpack_unpack_next(&u, payload, n, nullptr), MSGPACK_UNPACK_SUCCESS);
       const msgpack_object& batch = u.data;
       ASSERT_EQ(batch.type, MSGPACK_OBJECT_ARRAY);
-      ASSERT_EQ(batch.via.array.size, 2u);
+      ASSERT_EQ(batch.via.array.size, 3u);  // [ts, events, data_parallel_rank]
       EXPECT_EQ(batch.via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
       const msgpack_object& events = batch.via.array.ptr[1];
       for (uint32_t i = 0; i < events.via.array.size; ++i) {
         const msgpack_object& ev = events.via.array.ptr[i];
-        ASSERT_EQ(ev.via.array.size, 7u);  // BlockStored
+        ASSERT_EQ(ev.via.array.size, 8u);  // BlockStored, lora_name last
         const msgpack_object& hashes = ev.via.array.ptr[1];
         for (uint32_t h = 0; h < hashes.via.array.size; ++h) {
           EXPECT_TRUE(seen.insert(hashes.via.array.ptr[h].via.u64).second) << "duplicate";
@@ -65,7 +65,7 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
     }
   };
   for (int i = 0; i < 100 && seen.empty(); ++i) {
-    (*pub)->OnStored(BlockKey{0, 1'000'000u + i}, {}, 1);
+    (*pub)->OnStored(BlockKey{0, 1'000'000u + i}, {}, 1, {});
     drain(20);
   }
   ASSERT_FALSE(seen.empty());
@@ -76,7 +76,7 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i)
-        (*pub)->OnStored(BlockKey{1, uint64_t(t) * kPerThread + i + 1}, {}, 1);
+        (*pub)->OnStored(BlockKey{1, uint64_t(t) * kPerThread + i + 1}, {}, 1, {});
     });
   }
   for (auto& th : threads) th.join();
@@ -89,6 +89,96 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
   zmq_ctx_term(ctx);
   pub->reset();  // joins the publisher thread
   ::unlink(("/tmp/kvpool-kvev-" + std::to_string(getpid())).c_str());
+}
+
+// One published batch, decoded: the first message after a warm-up on `ep`.
+msgpack_object_kv* FindKey(const msgpack_object& map, std::string_view name) {
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack_object& k = map.via.map.ptr[i].key;
+    if (k.type == MSGPACK_OBJECT_STR && std::string_view(k.via.str.ptr, k.via.str.size) == name)
+      return &map.via.map.ptr[i];
+  }
+  return nullptr;
+}
+
+// The map form (vLLM's current msgspec classes): named fields, a "type" tag, token ids of a
+// chain concatenated in one BlockStored, the configured medium and rank.
+TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
+  std::string ep = "ipc:///tmp/kvpool-kvev-map-" + std::to_string(getpid());
+  KvEventsOptions o;
+  o.endpoint = ep;
+  o.map_form = true;
+  o.medium = "CPU_TIER2";
+  o.data_parallel_rank = 3;
+  auto pub = KvEventPublisher::Start(o);
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  void* ctx = zmq_ctx_new();
+  void* sub = zmq_socket(ctx, ZMQ_SUB);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+  int timeout = 50;
+  zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+  ASSERT_EQ(zmq_connect(sub, ep.c_str()), 0);
+  std::vector<uint32_t> t1 = {1, 2, 3, 4}, t2 = {5, 6, 7, 8};
+  static char payload[1 << 16];
+  int n = -1;
+  for (int attempt = 0; attempt < 100 && n < 0; ++attempt) {  // until the SUB has joined
+    (*pub)->OnStored(BlockKey{0, 9}, {}, 1, {});
+    char topic[128], seq[8];
+    if (zmq_recv(sub, topic, sizeof topic, 0) < 0) continue;
+    ASSERT_EQ(zmq_recv(sub, seq, sizeof seq, 0), 8);
+    n = zmq_recv(sub, payload, sizeof payload, 0);
+  }
+  ASSERT_GT(n, 0);
+  (*pub)->OnStored(BlockKey{0, 10}, {}, 1, t1);
+  (*pub)->OnStored(BlockKey{0, 11}, BlockKey{0, 10}, 1, t2);  // continues the chain
+  // Block 11's event: with block 10 (one batch: hashes [10, 11], tokens 1..8) or alone
+  // (hashes [11], parent 10, tokens 5..8) when the publisher sent 10 first.
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  bool found = false;
+  for (int attempt = 0; attempt < 40 && !found; ++attempt) {
+    char topic[128], seq[8];
+    if (zmq_recv(sub, topic, sizeof topic, 0) < 0) continue;
+    ASSERT_EQ(zmq_recv(sub, seq, sizeof seq, 0), 8);
+    n = zmq_recv(sub, payload, sizeof payload, 0);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(msgpack_unpack_next(&u, payload, n, nullptr), MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object& batch = u.data;
+    ASSERT_EQ(batch.type, MSGPACK_OBJECT_MAP);
+    ASSERT_NE(FindKey(batch, "ts"), nullptr);
+    auto* rank = FindKey(batch, "data_parallel_rank");
+    ASSERT_NE(rank, nullptr);
+    EXPECT_EQ(rank->val.via.u64, 3u);
+    const msgpack_object& events = FindKey(batch, "events")->val;
+    for (uint32_t e = 0; e < events.via.array.size; ++e) {
+      const msgpack_object& ev = events.via.array.ptr[e];
+      ASSERT_EQ(ev.type, MSGPACK_OBJECT_MAP);
+      for (const char* f : {"type", "block_hashes", "parent_block_hash", "token_ids",
+                            "block_size", "lora_id", "medium", "lora_name"})
+        ASSERT_NE(FindKey(ev, f), nullptr) << f;
+      const msgpack_object& type = FindKey(ev, "type")->val;
+      EXPECT_EQ(std::string_view(type.via.str.ptr, type.via.str.size), "BlockStored");
+      const msgpack_object& medium = FindKey(ev, "medium")->val;
+      EXPECT_EQ(std::string_view(medium.via.str.ptr, medium.via.str.size), "CPU_TIER2");
+      const msgpack_object& hashes = FindKey(ev, "block_hashes")->val;
+      const msgpack_object& last = hashes.via.array.ptr[hashes.via.array.size - 1];
+      if (last.via.u64 != 11) continue;
+      found = true;
+      const msgpack_object& toks = FindKey(ev, "token_ids")->val;
+      ASSERT_EQ(toks.via.array.size, 4 * hashes.via.array.size);
+      const uint32_t first = hashes.via.array.size == 2 ? 1 : 5;
+      for (uint32_t i = 0; i < toks.via.array.size; ++i)
+        EXPECT_EQ(toks.via.array.ptr[i].via.u64, first + i);
+      EXPECT_EQ(FindKey(ev, "block_size")->val.via.u64, 4u) << "tokens per block, from the puts";
+      if (hashes.via.array.size == 1) EXPECT_EQ(FindKey(ev, "parent_block_hash")->val.via.u64, 10u);
+    }
+  }
+  EXPECT_TRUE(found);
+  msgpack_unpacked_destroy(&u);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  pub->reset();
+  ::unlink(("/tmp/kvpool-kvev-map-" + std::to_string(getpid())).c_str());
 }
 
 TEST(KvEvents, BadEndpointIsAClearError) {

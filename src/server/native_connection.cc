@@ -266,6 +266,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
   Store* store = server_.store();
   const uint64_t max_value = server_.options().limits.max_value_bytes;
   put_items_.resize(hdr_.count);
+  put_tokens_.resize(hdr_.count);
   results_.assign(hdr_.count, net::ResponseItem{});
   reservations_.clear();
   reservations_.resize(hdr_.count);
@@ -274,6 +275,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
   for (uint32_t i = 0; i < hdr_.count; ++i) {
     net::PutItem& it = put_items_[i];
     it = net::DecodePutItem(meta.data() + i * net::kPutItemBytes);
+    put_tokens_[i].resize(it.tokens);  // filled from the data section before the commit
     bool from_shm = it.flags & net::kPutFromShm;
     Status s;
     if (it.len == 0) {
@@ -290,7 +292,9 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     bool overwrite = it.flags & net::kPutOverwrite;
     if (s.ok() && !overwrite && store->Exists(key)) s = Status::Exists();
     if (s.ok()) {
-      auto r = store->Reserve(key, it.len, PutOptions{scope_.Key(it.parent), overwrite});
+      PutOptions po{scope_.Key(it.parent), overwrite};
+      po.token_ids = put_tokens_[i];
+      auto r = store->Reserve(key, it.len, po);
       if (r.ok()) {
         reservations_[i] = std::move(r).value();
       } else {
@@ -308,6 +312,10 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     } else {
       targets_.push_back(
           Target{reservations_[i].valid() ? reservations_[i].data().data() : nullptr, it.len});
+    }
+    if (it.tokens > 0) {
+      targets_.push_back(
+          Target{reinterpret_cast<std::byte*>(put_tokens_[i].data()), uint64_t{it.tokens} * 4});
     }
   }
   BeginData(After::kPut);

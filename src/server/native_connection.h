@@ -79,6 +79,7 @@ class NativeConnection final : public Connection {
   std::vector<Target> targets_;
   size_t target_ = 0, target_pos_ = 0;
   std::vector<net::PutItem> put_items_;
+  std::vector<std::vector<uint32_t>> put_tokens_;  // each item's token ids, received after it
   std::vector<Reservation> reservations_;
   std::vector<net::ResponseItem> results_;
   // Per put item: copied out of shared memory with its CRC checked on the way, so the
