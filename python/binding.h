@@ -157,7 +157,7 @@ struct GpuRegistration {
 // The Python classes' C++ objects (Store, Client, Pool, NearCache), one batch shape for all.
 struct StoreFace {  // in-process: deadlines do not apply
   std::unique_ptr<Store> s;
-  GpuRegistration gpu;
+  GpuRegistration gpu = {};
   Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
     s->GetBatch(ops);
     return Status::Ok();
@@ -177,7 +177,7 @@ struct StoreFace {  // in-process: deadlines do not apply
 
 struct ClientFace {
   std::unique_ptr<Client> c;
-  GpuRegistration gpu;
+  GpuRegistration gpu = {};
   Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
   void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
     Status s = c->PutBatch(ops, overwrite, d);
@@ -201,7 +201,7 @@ struct PoolFace {
 
 struct NearFace {
   std::unique_ptr<NearCache> n;
-  GpuRegistration gpu;
+  GpuRegistration gpu = {};
   Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
 };
 

@@ -30,7 +30,7 @@ struct PutOptions {
   // The block's token ids, when the engine has them: not stored, handed to the listener
   // (KV events carry them; routers hash them). Must stay valid until the put or commit
   // returns.
-  std::span<const uint32_t> token_ids;
+  std::span<const uint32_t> token_ids = {};
 };
 
 struct PutOp {
@@ -38,7 +38,7 @@ struct PutOp {
   std::span<const std::byte> value;
   BlockKey parent;
   Status status;  // out: OK, kExists, kTooLarge, kNoSpace, ...
-  std::span<const uint32_t> token_ids;  // in, optional: as PutOptions::token_ids
+  std::span<const uint32_t> token_ids = {};  // in, optional: as PutOptions::token_ids
 };
 
 struct GetOp {
