@@ -2,7 +2,11 @@
 #include "replay.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 
 #include "trace.h"
 
@@ -40,6 +44,82 @@ TEST(Lru, CountsLeadingHitsOnly) {
   EXPECT_EQ(LruPrefixHits(t, 100, &saved, 512), 2u);
   EXPECT_EQ(saved, 1024u);
   EXPECT_EQ(LruPrefixHits(t, 1, &saved, 512), 0u);
+}
+
+TEST(Lru, IsOfferedOnlyTheFullBlocksTheStoreIsOffered) {
+  // Each request's last block is partial (input 2.2 blocks): the store never holds it, so a
+  // like-for-like LRU must not either; the repeated request hits its two full blocks only.
+  std::vector<TraceRequest> t(2);
+  for (auto& r : t) {
+    r.hash_ids = {1, 2, 3};
+    r.input_length = 2 * 512 + 100;
+  }
+  uint64_t saved;
+  EXPECT_EQ(LruPrefixHits(t, 100, &saved, 512), 2u);
+  EXPECT_EQ(OfflinePrefixHits(t, 100, &saved, 512), 2u);
+  t[1].input_length = 3 * 512;  // when the same ids are full in both, the third is reused
+  t[0].input_length = 3 * 512;
+  EXPECT_EQ(LruPrefixHits(t, 100, &saved, 512), 3u);
+}
+
+TEST(Offline, EvictsTheBlockUsedFarthestAhead) {
+  // Capacity 2; references 1 2 3 1 2 (one block per request). LRU evicts 1 for 3, then 2 for
+  // 1, then 3 for 2: 0 hits. Farthest-next-use does not admit 3 (never used again): 2 hits.
+  std::vector<TraceRequest> t;
+  for (uint64_t id : {1, 2, 3, 1, 2}) {
+    TraceRequest r;
+    r.hash_ids = {id};
+    r.input_length = 512;
+    t.push_back(r);
+  }
+  uint64_t saved;
+  EXPECT_EQ(LruPrefixHits(t, 2, &saved, 512), 0u);
+  EXPECT_EQ(OfflinePrefixHits(t, 2, &saved, 512), 2u);
+  EXPECT_EQ(saved, 1024u);
+  EXPECT_EQ(OfflinePrefixHits(t, 0, &saved, 512), 0u);
+}
+
+TEST(Offline, BoundsLruOnTheRealTrace) {
+  auto trace = LoadTrace(std::string(KVPOOL_SOURCE_DIR) + "/data/conversation_trace.jsonl", 3000);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  for (uint64_t cap : {200, 2000}) {
+    uint64_t a, b;
+    uint64_t lru = LruPrefixHits(*trace, cap, &a, 512);
+    uint64_t off = OfflinePrefixHits(*trace, cap, &b, 512);
+    EXPECT_GT(off, lru) << cap;
+  }
+}
+
+TEST(Trace, BadFilesAreErrorsNamingThePath) {
+  std::string dir = ::testing::TempDir() + "/kvpool-trace-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::string p = dir + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  };
+  auto is = [](const Result<std::vector<TraceRequest>>& r, const std::string& part) {
+    return !r.ok() && r.status().message().find(part) != std::string_view::npos;
+  };
+  EXPECT_TRUE(is(LoadTrace(dir), "is a directory"));
+  std::string empty = write("empty.jsonl", "");
+  EXPECT_TRUE(is(LoadTrace(empty), empty + ": no requests"));
+  std::string blank = write("blank.jsonl", "\n  \n");
+  EXPECT_TRUE(is(LoadTrace(blank), "no requests"));
+  std::string bad = write("bad.jsonl",
+                          "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 1, "
+                          "\"hash_ids\": [1, 2]}\n"
+                          "{\"timestamp\": 1, \"input_length\": 1025, \"output_length\": 1, "
+                          "\"hash_ids\": [1, 2]}\n");
+  auto r = LoadTrace(bad);
+  EXPECT_TRUE(is(r, bad + ":2: input_length 1025 needs 3 blocks")) << r.status().ToString();
+  EXPECT_TRUE(LoadTrace(bad, 1).ok()) << "the first line alone is consistent";
+  EXPECT_TRUE(LoadTrace(bad, 0, 0).ok()) << "unchecked with tokens_per_block 0";
+  std::string huge = write("huge.jsonl",
+                           "{\"timestamp\": 0, \"input_length\": 18446744073709551615, "
+                           "\"output_length\": 1, \"hash_ids\": [1]}\n");
+  EXPECT_TRUE(is(LoadTrace(huge), "needs 36028797018963968 blocks")) << "no overflow";
+  std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 TEST(Replay, RealTracePrefixReturnsOnlyRightData) {

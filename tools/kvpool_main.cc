@@ -131,7 +131,7 @@ int Replay(int argc, char** argv) {
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
     o.flash_path = flash;
   }
-  auto loaded = kvpool::tools::LoadTrace(trace, requests);
+  auto loaded = kvpool::tools::LoadTrace(trace, requests, o.tokens_per_block);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
   auto progress = [&](size_t done, size_t total, const kvpool::tools::ReplayResult& r) {
     if (quiet) return;

@@ -38,39 +38,7 @@ void Fill(std::byte* p, size_t n, const BlockKey& k) {
   }
 }
 
-uint64_t Saved(uint64_t hits, const TraceRequest& r, unsigned tpb) {
-  return std::min<uint64_t>(hits * tpb, r.input_length);
-}
-
 }  // namespace
-
-uint64_t LruPrefixHits(const std::vector<TraceRequest>& trace, uint64_t capacity,
-                       uint64_t* tokens_saved, unsigned tokens_per_block) {
-  std::list<uint64_t> lru;  // front = most recent
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
-  uint64_t hits = 0, saved = 0;
-  for (const TraceRequest& r : trace) {
-    uint64_t h = 0;
-    while (h < r.hash_ids.size() && where.count(r.hash_ids[h])) ++h;
-    hits += h;
-    saved += Saved(h, r, tokens_per_block);
-    for (uint64_t id : r.hash_ids) {
-      auto it = where.find(id);
-      if (it != where.end()) {
-        lru.splice(lru.begin(), lru, it->second);
-        continue;
-      }
-      lru.push_front(id);
-      where[id] = lru.begin();
-      if (lru.size() > capacity) {
-        where.erase(lru.back());
-        lru.pop_back();
-      }
-    }
-  }
-  if (tokens_saved) *tokens_saved = saved;
-  return hits;
-}
 
 Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const ReplayOptions& o,
                                const ReplayProgress& progress) {
@@ -149,11 +117,10 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
     uint64_t from_dram = std::min<uint64_t>(after.dram.hits - before.dram.hits, hits);
     res.dram_hits += from_dram;
     res.flash_hits += std::min<uint64_t>(after.flash.hits - before.flash.hits, hits - from_dram);
-    res.tokens_saved += Saved(hits, r, o.tokens_per_block);
+    res.tokens_saved += TokensSaved(hits, r, o.tokens_per_block);
     // Prefill computed the rest: store it, chained to its parent. Like vLLM and SGLang,
     // only full blocks are stored: a trailing partial block is never reusable.
-    size_t full = keys.size();
-    if (full > 0 && r.input_length % o.tokens_per_block != 0) --full;
+    const size_t full = FullBlocks(r, o.tokens_per_block);
     std::vector<std::byte> value(o.block_bytes);
     for (size_t i = hits; i < full; ++i) {
       Fill(value.data(), value.size(), keys[i]);
@@ -174,6 +141,8 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   res.stats = store->GetStats();
   res.lru_prefix_hits =
       LruPrefixHits(trace, res.capacity_blocks, &res.lru_tokens_saved, o.tokens_per_block);
+  res.offline_prefix_hits =
+      OfflinePrefixHits(trace, res.capacity_blocks, &res.offline_tokens_saved, o.tokens_per_block);
   return res;
 }
 
@@ -190,10 +159,12 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
             : "DRAM " + std::to_string(r.stats.dram.capacity_bytes >> 20) + " MiB + flash " +
                   std::to_string(r.stats.flash.capacity_bytes >> 20) + " MiB")
     << "; " << r.seconds << " s\n\n";
-  std::snprintf(line, sizeof line, "%-34s %14s %14s\n", "", "kvpool", "plain LRU");
+  std::snprintf(line, sizeof line, "%-34s %14s %14s %14s\n", "", "kvpool", "plain LRU",
+                "offline");
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14.4f %14.4f\n", "prefix hit ratio (blocks)",
-                r.prefix_hit_ratio(), r.lru_prefix_hit_ratio());
+  std::snprintf(line, sizeof line, "%-34s %14.4f %14.4f %14.4f\n", "prefix hit ratio (blocks)",
+                r.prefix_hit_ratio(), r.lru_prefix_hit_ratio(),
+                ratio(r.offline_prefix_hits, r.blocks_requested));
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.4f %14s\n", "  served from DRAM",
                 ratio(r.dram_hits, r.blocks_requested), "-");
@@ -201,11 +172,13 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
   std::snprintf(line, sizeof line, "%-34s %14.4f %14s\n", "  served from flash",
                 ratio(r.flash_hits, r.blocks_requested), "-");
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14llu %14llu\n", "prefill tokens saved",
-                (unsigned long long)r.tokens_saved, (unsigned long long)r.lru_tokens_saved);
+  std::snprintf(line, sizeof line, "%-34s %14llu %14llu %14llu\n", "prefill tokens saved",
+                (unsigned long long)r.tokens_saved, (unsigned long long)r.lru_tokens_saved,
+                (unsigned long long)r.offline_tokens_saved);
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14.4f %14.4f\n", "  share of input tokens",
-                ratio(r.tokens_saved, r.tokens_total), ratio(r.lru_tokens_saved, r.tokens_total));
+  std::snprintf(line, sizeof line, "%-34s %14.4f %14.4f %14.4f\n", "  share of input tokens",
+                ratio(r.tokens_saved, r.tokens_total), ratio(r.lru_tokens_saved, r.tokens_total),
+                ratio(r.offline_tokens_saved, r.tokens_total));
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes put (MiB)", r.bytes_put / 1048576.0);
   s << line;
@@ -251,7 +224,10 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"block_bytes\":" << o.block_bytes << ",\"prefix_hit_ratio\":" << r.prefix_hit_ratio()
     << ",\"lru_prefix_hit_ratio\":" << r.lru_prefix_hit_ratio() << ",\"dram_hits\":" << r.dram_hits
     << ",\"flash_hits\":" << r.flash_hits << ",\"tokens_saved\":" << r.tokens_saved
-    << ",\"lru_tokens_saved\":" << r.lru_tokens_saved << ",\"tokens_total\":" << r.tokens_total
+    << ",\"lru_tokens_saved\":" << r.lru_tokens_saved
+    << ",\"offline_prefix_hit_ratio\":"
+    << (r.blocks_requested ? double(r.offline_prefix_hits) / double(r.blocks_requested) : 0.0)
+    << ",\"offline_tokens_saved\":" << r.offline_tokens_saved << ",\"tokens_total\":" << r.tokens_total
     << ",\"bytes_put\":" << r.bytes_put << ",\"bytes_got\":" << r.bytes_got
     << ",\"flash_bytes_written\":" << r.stats.flash.bytes_written
     << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"wrong_data\":" << r.wrong_data

@@ -1,6 +1,7 @@
 // `kvpool replay`: drives an embedded store with a request trace as an inference fleet
 // would (match the prefix, load the hit blocks, store the rest after prefill) and, over
-// the same trace, a plain LRU of equal capacity in blocks for comparison.
+// the same trace and the same offered blocks, a plain LRU and the offline farthest-next-use
+// policy of equal capacity in blocks (baselines.h) for comparison.
 #ifndef KVPOOL_TOOLS_REPLAY_H_
 #define KVPOOL_TOOLS_REPLAY_H_
 
@@ -11,6 +12,7 @@
 
 #include "kvpool/options.h"
 #include "kvpool/stats.h"
+#include "baselines.h"
 #include "trace.h"
 
 namespace kvpool::tools {
@@ -35,8 +37,10 @@ struct ReplayResult {
   uint64_t tokens_total = 0, tokens_saved = 0;
   uint64_t bytes_put = 0, bytes_got = 0;
   uint64_t wrong_data = 0;  // gets that returned bytes other than what was put (must be 0)
-  uint64_t lru_prefix_hits = 0;
+  uint64_t lru_prefix_hits = 0;  // baselines.h: LRU and offline over the same offered blocks
   uint64_t lru_tokens_saved = 0;
+  uint64_t offline_prefix_hits = 0;
+  uint64_t offline_tokens_saved = 0;
   double seconds = 0;
   StoreStats stats;
   double prefix_hit_ratio() const {
@@ -52,10 +56,6 @@ using ReplayProgress = std::function<void(size_t, size_t, const ReplayResult&)>;
 
 Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const ReplayOptions& options,
                                const ReplayProgress& progress = {});
-
-// Plain LRU over block ids with `capacity` blocks: leading hits per request, summed.
-uint64_t LruPrefixHits(const std::vector<TraceRequest>& trace, uint64_t capacity,
-                       uint64_t* tokens_saved, unsigned tokens_per_block);
 
 std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o);
 std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o);

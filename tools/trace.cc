@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include <sys/stat.h>
+
 #include <charconv>
 #include <fstream>
 
@@ -88,7 +90,11 @@ Result<TraceRequest> ParseTraceLine(std::string_view line) {
   return r;
 }
 
-Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limit) {
+Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limit,
+                                            unsigned tokens_per_block) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::InvalidArgument(path + " is a directory, not a trace file");
   std::ifstream in(path);
   if (!in) return Status::NotFound("cannot open trace file " + path);
   std::vector<TraceRequest> out;
@@ -102,9 +108,22 @@ Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limi
       return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": " +
                                      std::string(r.status().message()));
     }
+    // Each hash id names one block of tokens_per_block tokens of the input (the last may be
+    // partial): a line whose counts disagree would be replayed as some other request.
+    const uint64_t tpb = tokens_per_block ? tokens_per_block : 1;
+    const uint64_t blocks = r->input_length / tpb + (r->input_length % tpb != 0 ? 1 : 0);
+    if (tokens_per_block > 0 && blocks != r->hash_ids.size()) {
+      return Status::InvalidArgument(
+          path + ":" + std::to_string(lineno) + ": input_length " +
+          std::to_string(r->input_length) + " needs " + std::to_string(blocks) + " blocks of " +
+          std::to_string(tokens_per_block) + " tokens, hash_ids has " +
+          std::to_string(r->hash_ids.size()));
+    }
     out.push_back(std::move(r).value());
     if (limit && out.size() >= limit) break;
   }
+  if (in.bad()) return Status::IoError("reading " + path + " failed");
+  if (out.empty()) return Status::InvalidArgument(path + ": no requests in the trace");
   return out;
 }
 

@@ -24,7 +24,10 @@ struct TraceRequest {
 // skipped; anything else is kInvalidArgument.
 Result<TraceRequest> ParseTraceLine(std::string_view line);
 // Reads a whole file; `limit` > 0 stops after that many requests. Blank lines are skipped.
-Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limit = 0);
+// Errors name the path (and the line): a directory, a file with no request, a line whose
+// input_length needs another number of hash ids (tokens_per_block tokens each; 0: unchecked).
+Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limit = 0,
+                                            unsigned tokens_per_block = 512);
 
 }  // namespace kvpool::tools
 
