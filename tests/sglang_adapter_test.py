@@ -36,14 +36,21 @@ STORAGE_BATCH_SIZE = 128
 
 
 @dataclasses.dataclass
-class HiCacheStorageConfig:  # the fields SGLang passes (hicache_storage.py)
+class HiCacheStorageConfig:  # the fields SGLang passes (hicache_storage.py at 001067ff)
     tp_rank: int
     tp_size: int
     pp_rank: int
     pp_size: int
+    attn_cp_rank: int
+    attn_cp_size: int
     is_mla_model: bool
+    enable_storage_metrics: bool
     is_page_first_layout: bool
     model_name: Optional[str]
+    dp_rank: int = 0
+    dp_size: int = 1
+    tp_lcm_size: Optional[int] = None
+    should_split_heads: bool = False
     extra_config: Optional[dict] = None
 
 
@@ -90,16 +97,44 @@ class HostPool:
     def pages(self, host_indices):
         return self.kv_buffer[:, host_indices].clone()
 
+    # The generic path's page calls (MHATokenToKVPoolHost: one flat tensor per page).
+    def get_data_page(self, index, flat=True):
+        return self.kv_buffer[:, index:index + self.page_size].flatten()
+
+    def get_dummy_flat_data_page(self):
+        return torch.zeros(self.kv_buffer[:, :self.page_size].numel(), dtype=self.kv_buffer.dtype)
+
+    def set_from_flat_data_page(self, index, data_page):
+        self.kv_buffer[:, index:index + self.page_size] = data_page.reshape(
+            self.kv_buffer[:, index:index + self.page_size].shape)
+
+
+class Fp4HostPool(HostPool):
+    """A host pool without flat page addresses (SGLang's FP4 pools raise here)."""
+
+    def get_page_buffer_meta(self, indices):
+        raise NotImplementedError("FP4 host pool has no per-page buffer meta")
+
 
 def create_dynamic_backend(extra, **cfg):
     """StorageBackendFactory._create_dynamic_backend, step by step."""
     for field in ("backend_name", "module_path", "class_name"):
         assert field in extra
     cls = getattr(importlib.import_module(extra["module_path"]), extra["class_name"])
-    defaults = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, is_mla_model=False,
+    defaults = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0,
+                    attn_cp_size=1, is_mla_model=False, enable_storage_metrics=False,
                     is_page_first_layout=True, model_name="Qwen/Qwen3-0.6B")
     defaults.update(cfg)
     return cls(HiCacheStorageConfig(extra_config=extra, **defaults), {})
+
+
+def attach(extra, host, **cfg):
+    """HiCacheController.attach_storage_backend: build, register the host pool, then pick
+    the page functions from extra_config["interface_v1"] (read after both)."""
+    backend = create_dynamic_backend(extra, **cfg)
+    backend.register_mem_pool_host(host)
+    zero_copy = bool(extra.get("interface_v1", 0))
+    return backend, zero_copy
 
 
 class SGLangReplay(KvpooldTestCase):
@@ -203,6 +238,80 @@ class SGLangReplay(KvpooldTestCase):
         r1.register_mem_pool_host(host2)
         self.assertEqual(self.page_get(r1, hashes, idx), len(hashes))
         self.assertTrue(torch.equal(host2.pages(idx), host.pages(idx)))
+
+    def generic_page_set(self, backend, host, hashes, host_indices, page):
+        """_generic_page_set: one flat data page per hash."""
+        data = [host.get_data_page(int(host_indices[i * page])) for i in range(len(hashes))]
+        return backend.batch_set(hashes, data)
+
+    def generic_page_get(self, backend, host, hashes, host_indices, page):
+        """_generic_page_get: dummy pages in, leading non-None results copied back."""
+        got = backend.batch_get(hashes, [host.get_dummy_flat_data_page() for _ in hashes])
+        n = 0
+        for i in range(len(hashes)):
+            if got[i] is None:
+                break
+            host.set_from_flat_data_page(int(host_indices[i * page]), got[i])
+            n += 1
+        return n
+
+    def test_zero_copy_is_chosen_without_interface_v1_in_the_launch_line(self):
+        extra = self.extra()
+        self.assertNotIn("interface_v1", extra)
+        _, zero_copy = attach(extra, HostPool())
+        self.assertTrue(zero_copy)  # SGLang would call batch_get_v1/batch_set_v1
+        self.assertEqual(extra["interface_v1"], 1)
+
+    def test_generic_path_hits_what_it_wrote(self):
+        # The issue: pages written by batch_set were never found by batch_exists (0 hits).
+        for host_cls, extra in ((HostPool, self.extra(interface_v1=0)),  # forced off
+                                (Fp4HostPool, self.extra())):  # no page addresses: falls back
+            tokens = list(range(7000, 7000 + 4 * 40))
+            hashes = self.hashes(tokens, 4)
+            writer, zero_copy = attach(dict(extra), host_cls(tokens=512))
+            self.assertFalse(zero_copy, host_cls.__name__)
+            host = writer.mem_pool_host
+            idx = torch.arange(0, len(tokens), dtype=torch.int64)
+            host.fill(idx, seed=5)
+            self.assertTrue(self.generic_page_set(writer, host, hashes, idx, 4))
+            reader, _ = attach(dict(extra), host_cls(tokens=512))
+            hit = self.storage_hit_query(reader, hashes)
+            self.assertEqual(len(hit), len(hashes), host_cls.__name__)  # hits = pages written
+            dst = torch.arange(100, 100 + len(tokens), dtype=torch.int64)
+            self.assertEqual(self.generic_page_get(reader, reader.mem_pool_host, hit, dst, 4), len(hashes))
+            self.assertTrue(torch.equal(reader.mem_pool_host.pages(dst), host.pages(idx)))
+            # Zero-copy and flat pages are stored differently: neither sees the other's.
+            v1, _ = attach(self.extra(), HostPool())
+            self.assertEqual(v1.batch_exists(hashes), 0)
+
+    def test_context_parallel_ranks_keep_their_own_slices(self):
+        tokens = list(range(9000, 9032))
+        hashes = self.hashes(tokens, 4)
+        idx = torch.arange(0, 32, dtype=torch.int64)
+        ranks = []
+        for cp in (0, 1):
+            b, _ = attach(self.extra(), HostPool(), attn_cp_rank=cp, attn_cp_size=2)
+            b.mem_pool_host.fill(idx, seed=10 + cp)  # each rank's slice differs
+            self.assertTrue(all(b.batch_set_v1(hashes, idx)))
+            ranks.append(b)
+        for cp, b in enumerate(ranks):
+            out = HostPool()
+            b.register_mem_pool_host(out)
+            self.assertEqual(self.page_get(b, hashes, idx), len(hashes))
+            want = HostPool()
+            want.fill(idx, seed=10 + cp)
+            self.assertTrue(torch.equal(out.pages(idx), want.pages(idx)), "CP rank %d" % cp)
+
+    def test_unsupported_pools_and_head_splitting_are_refused_at_startup(self):
+        b, _ = attach(self.extra(), HostPool())
+        b.register_mem_host_pool_v2(HostPool(), "kv")  # the KV pool itself is fine
+        for name in ("indexer", "mamba", "swa"):
+            with self.assertRaisesRegex(RuntimeError, name):
+                b.register_mem_host_pool_v2(HostPool(), name)
+        with self.assertRaises(NotImplementedError):
+            b.batch_exists_v2(["aa"])
+        with self.assertRaisesRegex(ValueError, "tp_lcm_size"):
+            create_dynamic_backend(self.extra(), tp_lcm_size=4, should_split_heads=True)
 
     def test_legacy_tensor_calls_and_unreachable_pool(self):
         b = create_dynamic_backend(self.extra())
