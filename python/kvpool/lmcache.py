@@ -11,6 +11,16 @@ timeout_ms (5000), workers (2), shared_memory_bytes (0). The connector is native
 (kvpool._kvpool.lmcache); LMCache's NativeConnectorL2Adapter drives it. vLLM reaches kvpool
 through LMCache this way, or with no code at all through LMCache's Redis connector pointed
 at kvpoold's RESP port.
+
+Checked against LMCache's lmcache/v1/distributed/l2_adapters/native_plugin_l2_adapter.py and
+native_connector_l2_adapter.py (dev of 2026-11; issue 17 re-read them at 68c638a6 and found
+every method matching). Not supported yet: LMCache's lookup is "lookup and lock" (it
+assumes a chunk found by submit_batch_exists stays until its load); kvpoold may evict the
+chunk in between, and the load then reports it missing, which LMCache treats as a miss.
+Keys are LMCache's object-key strings, so LMCache's default `builtin` chunk hash (Python's
+hash(), seeded per process) names chunks no other process can find: set
+`pre_caching_hash_algorithm: sha256_cbor` in LMCache's config for a shared pool
+(docs/KEYS.md).
 """
 from ._kvpool import lmcache as _native
 
