@@ -30,7 +30,16 @@ uint64_t Xxh3_64(std::string_view bytes) {
 
 Result<VllmHash> ParseVllmHash(std::string_view name) {
   if (name == "sha256") return VllmHash::kSha256;
-  if (name == "sha256_cbor" || name == "sha256_cbor_64bit") return VllmHash::kSha256Cbor;
+  if (name == "sha256_cbor") return VllmHash::kSha256Cbor;
+  // Older or process-local schemes: refused by name rather than computed as something else.
+  if (name == "sha256_cbor_64bit")
+    return Status::InvalidArgument(
+        "vLLM's sha256_cbor_64bit (before vLLM PR #23673, a 64-bit int chain) is not "
+        "reproduced; sha256_cbor is the current 32-byte form (docs/KEYS.md)");
+  if (name == "builtin")
+    return Status::InvalidArgument(
+        "the builtin hash is Python's hash() with a per-process seed: no other process can "
+        "compute it; use sha256, sha256_cbor, xxhash or xxhash_cbor (docs/KEYS.md)");
   if (name == "xxhash") return VllmHash::kXxhash;
   if (name == "xxhash_cbor") return VllmHash::kXxhashCbor;
   return Status::InvalidArgument(

@@ -83,7 +83,15 @@ TEST(EngineKeys, ChainsDependOnEveryEarlierToken) {
   // LMCache hashes the trailing partial chunk too.
   EXPECT_EQ(engines::LmcacheChunkHashes(engines::VllmHash::kSha256Cbor, "0", a, 48).size(), 2u);
   EXPECT_FALSE(engines::ParseVllmHash("md5").ok());
-  EXPECT_EQ(*engines::ParseVllmHash("sha256_cbor_64bit"), engines::VllmHash::kSha256Cbor);
+  // Schemes kvpool does not reproduce are refused by name, with the reason, never computed
+  // as another algorithm (sha256_cbor_64bit was once taken for sha256_cbor: wrong hashes).
+  auto old = engines::ParseVllmHash("sha256_cbor_64bit");
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("not reproduced"), std::string_view::npos);
+  auto builtin = engines::ParseVllmHash("builtin");
+  ASSERT_FALSE(builtin.ok());
+  EXPECT_NE(builtin.status().message().find("per-process"), std::string_view::npos);
+  EXPECT_EQ(*engines::ParseVllmHash("sha256_cbor"), engines::VllmHash::kSha256Cbor);
 }
 
 TEST(Schema, EveryFieldSeparatesNamespaces) {
