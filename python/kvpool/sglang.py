@@ -80,10 +80,10 @@ class KvpoolHiCacheStorage(HiCacheStorage):
         if isinstance(self._given, dict):
             self._given["interface_v1"] = 1 if v1 else 0
         cfg, extra = self._config, self._extra
-        layout = extra.get("layout") or "sglang/%s/%s/%s" % (
+        layout = (extra.get("layout") or "sglang/%s/%s" % (
             "mla" if self._mla else "mha",
-            "page_first" if cfg.is_page_first_layout else "layer_first",
-            "v1" if v1 else "flat")
+            "page_first" if cfg.is_page_first_layout else "layer_first")) + (
+            "/v1" if v1 else "/flat")
         cp_size = int(getattr(cfg, "attn_cp_size", 1) or 1)
         if cp_size > 1:  # each CP rank holds a disjoint slice of every page
             layout += "/cp%d-%d" % (int(getattr(cfg, "attn_cp_rank", 0)), cp_size)
