@@ -238,7 +238,7 @@ class Client::Impl {
     std::string msg(std::min<uint64_t>(h.data_len, 4096), '\0');
     if (Status s = ReadAll(msg.data(), msg.size()); !s.ok()) return s;
     if (h.data_len > msg.size()) return Status::Unavailable("oversized error message");
-    return Status(static_cast<Code>(h.flags & 0xFF), msg);
+    return Status(net::CodeFromWire(h.flags & 0xFF), msg);
   }
 
   // --- requests -----------------------------------------------------------------------
@@ -351,7 +351,7 @@ class Client::Impl {
           net::ResponseItem r = item(i);
           g.size = r.size;
           g.crc = r.crc;
-          g.status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+          g.status = r.code == 0 ? Status() : Status(net::CodeFromWire(r.code), {});
           if (r.code != 0) continue;
           if (r.size > g.buffer.size()) return Status::Unavailable("value larger than asked");
           if (!InShm(g.buffer.data(), g.buffer.size())) {
@@ -367,14 +367,14 @@ class Client::Impl {
       case Op::kPut:
         for (size_t i = 0; i < p.puts.size(); ++i) {
           net::ResponseItem r = item(i);
-          p.puts[i].status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+          p.puts[i].status = r.code == 0 ? Status() : Status(net::CodeFromWire(r.code), {});
         }
         return Status::Ok();
       case Op::kExists:
       case Op::kErase:
         for (size_t i = 0; i < p.keys.size(); ++i) {
           net::ResponseItem r = item(i);
-          p.keys[i].status = r.code == 0 ? Status() : Status(static_cast<Code>(r.code), {});
+          p.keys[i].status = r.code == 0 ? Status() : Status(net::CodeFromWire(r.code), {});
         }
         return Status::Ok();
       case Op::kMatch:

@@ -28,6 +28,14 @@ void Append(std::vector<std::byte>& out, T v) {
   out.insert(out.end(), b, b + sizeof(T));
 }
 
+}  // namespace
+
+Code CodeFromWire(uint8_t b) {
+  return b <= static_cast<uint8_t>(Code::kInternal) ? static_cast<Code>(b) : Code::kInternal;
+}
+
+namespace {
+
 bool KnownOp(uint8_t op) { return op >= 1 && op <= static_cast<uint8_t>(Op::kPing); }
 
 }  // namespace

@@ -154,6 +154,11 @@ bool MetaSizeMatches(Op op, uint32_t count, uint32_t meta_len);
 // check once meta is in (data may be absent: data_available = false).
 Status ValidateRequest(std::span<const std::byte> frame, const Limits& limits, bool data_available);
 
+// Status codes travel as one byte, the Code value. A byte no Code has (a newer or faulty
+// peer) reads as kInternal, never as an enum value that does not exist.
+inline uint8_t WireCode(const Status& s) { return static_cast<uint8_t>(s.code()); }
+Code CodeFromWire(uint8_t b);
+
 }  // namespace kvpool::net
 
 #endif  // KVPOOL_NET_PROTOCOL_H_

@@ -122,6 +122,14 @@ TEST(Protocol, ValidationRejectsInconsistentFrames) {
   EXPECT_EQ(ValidateRequest(Frame(Op::kPing, 0, {}, 101), limits, false).code(), Code::kTooLarge);
 }
 
+TEST(Protocol, StatusCodesRoundTripAndUnknownBytesAreInternal) {
+  for (uint8_t b = 0; b <= static_cast<uint8_t>(Code::kInternal); ++b) {
+    EXPECT_EQ(WireCode(Status(CodeFromWire(b), "x")), b);
+  }
+  EXPECT_EQ(CodeFromWire(static_cast<uint8_t>(Code::kInternal) + 1), Code::kInternal);
+  EXPECT_EQ(CodeFromWire(255), Code::kInternal);
+}
+
 TEST(Protocol, RandomBytesNeverPassAsFrames) {
   std::mt19937_64 rng(5);
   for (int i = 0; i < 20000; ++i) {

@@ -24,7 +24,6 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kFramesPerTurn = 32;  // then let the reactor's other connections run
 
-uint8_t CodeByte(const Status& s) { return static_cast<uint8_t>(s.code()); }
 
 }  // namespace
 
@@ -301,7 +300,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
         s = r.status();
       }
     }
-    results_[i].code = CodeByte(s);
+    results_[i].code = net::WireCode(s);
     if (from_shm) {
       if (reservations_[i].valid()) {
         // Checked on the way in; a mismatch is left to CommitVerified, which refuses it
@@ -379,7 +378,7 @@ void NativeConnection::FinishPut() {
     uint32_t crc = put_items_[i].crc;
     Status s = checksummed_[i] ? store->CommitChecksummed(std::move(reservations_[i]), crc)
                                : store->CommitVerified(std::move(reservations_[i]), crc);
-    results_[i].code = CodeByte(s);
+    results_[i].code = net::WireCode(s);
   }
   reservations_.clear();
   std::vector<std::byte> m;
@@ -479,7 +478,7 @@ void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
       } else {
         s = store->Erase(k);
       }
-      r.code = CodeByte(s);
+      r.code = net::WireCode(s);
       net::AppendResponseItem(m, r);
     }
   }
