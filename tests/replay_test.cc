@@ -7,7 +7,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "gen_trace.h"
 #include "trace.h"
 
 namespace kvpool::tools {
@@ -119,6 +122,81 @@ TEST(Trace, BadFilesAreErrorsNamingThePath) {
                            "{\"timestamp\": 0, \"input_length\": 18446744073709551615, "
                            "\"output_length\": 1, \"hash_ids\": [1]}\n");
   EXPECT_TRUE(is(LoadTrace(huge), "needs 36028797018963968 blocks")) << "no overflow";
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(GenTrace, EveryFamilyIsSeededConsistentAndShapedAsNamed) {
+  std::string dir = ::testing::TempDir() + "/kvpool-gen-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  for (const std::string& f : TraceFamilies()) {
+    GenOptions o;
+    o.family = f;
+    o.requests = 1200;
+    auto a = GenerateTrace(o), b = GenerateTrace(o);
+    ASSERT_TRUE(a.ok() && b.ok()) << f;
+    ASSERT_EQ(a->size(), 1200u) << f;
+    o.seed = 2;
+    auto c = GenerateTrace(o);
+    ASSERT_TRUE(c.ok());
+    bool same = true, other = false;
+    for (size_t i = 0; i < a->size(); ++i) {
+      same = same && (*a)[i].hash_ids == (*b)[i].hash_ids &&
+             (*a)[i].input_length == (*b)[i].input_length;
+      other = other || (*a)[i].hash_ids != (*c)[i].hash_ids;
+    }
+    EXPECT_TRUE(same) << f << ": the same seed gives the same trace";
+    EXPECT_TRUE(other) << f << ": another seed another";
+    // Written out, it loads under the consistency rule (input_length vs hash ids).
+    std::string path = dir + "/" + f + ".jsonl";
+    {
+      std::ofstream out(path);
+      for (const auto& r : *a) out << TraceLine(r) << "\n";
+    }
+    auto back = LoadTrace(path);
+    ASSERT_TRUE(back.ok()) << f << ": " << back.status().ToString();
+    ASSERT_EQ(back->size(), a->size());
+    uint64_t refs = 0, last_ts = 0;
+    std::unordered_map<uint64_t, int> seen;
+    for (const auto& r : *back) {
+      EXPECT_GE(r.timestamp_ms, last_ts) << f;
+      last_ts = r.timestamp_ms;
+      refs += r.hash_ids.size();
+      for (uint64_t id : r.hash_ids) ++seen[id];
+    }
+    const double distinct_share = double(seen.size()) / double(refs);
+    if (f == "rag") EXPECT_GT(distinct_share, 0.6) << "scan-heavy";
+    if (f == "shared" || f == "zipf") EXPECT_LT(distinct_share, 0.5) << f << ": popular prefixes";
+    if (f == "chat" || f == "agent") EXPECT_LT(distinct_share, 0.5) << f << ": contexts resent";
+  }
+  // phase: the second half shares no block with the first.
+  GenOptions o;
+  o.family = "phase";
+  o.requests = 1000;
+  auto p = GenerateTrace(o);
+  ASSERT_TRUE(p.ok());
+  std::unordered_set<uint64_t> first;
+  for (size_t i = 0; i < 500; ++i) first.insert((*p)[i].hash_ids.begin(), (*p)[i].hash_ids.end());
+  for (size_t i = 500; i < 1000; ++i)
+    for (uint64_t id : (*p)[i].hash_ids) ASSERT_EQ(first.count(id), 0u);
+  // chat: a continued session's next turn starts with the whole previous context.
+  o.family = "chat";
+  auto chat = GenerateTrace(o);
+  ASSERT_TRUE(chat.ok());
+  size_t extended = 0;
+  for (size_t i = 0; i < chat->size(); ++i)
+    for (size_t j = i + 1; j < chat->size() && j < i + 200; ++j) {
+      const auto& x = (*chat)[i].hash_ids;
+      const auto& y = (*chat)[j].hash_ids;
+      if (y.size() > x.size() && std::equal(x.begin(), x.end(), y.begin())) {
+        ++extended;
+        break;
+      }
+    }
+  EXPECT_GT(extended, chat->size() / 2);
+  o.family = "nope";
+  auto bad = GenerateTrace(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("chat, shared"), std::string_view::npos);
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 

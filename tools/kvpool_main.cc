@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/units.h"
 #include "net_bench.h"
 #include "prestage_bench.h"
+#include "gen_trace.h"
 #include "replay.h"
 #include "trace.h"
 
@@ -24,7 +26,8 @@ usage: kvpool <command> [options]
 
 commands:
   replay    replay a request trace against an embedded store (DRAM + flash tiers) and,
-            for comparison, against a plain LRU of equal capacity; prints a table
+            for comparison, a plain LRU over the same blocks and the offline ceiling
+  gen-trace write a seeded synthetic trace (families below) in the same format
   put, get, del, exists, stat, ping
             one operation against a running kvpoold (see below)
   bench     kvpoold beside redis-server, memcached, file-per-block+fsync, TCP echo and
@@ -51,6 +54,16 @@ kvpool replay [options]
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar
+
+kvpool gen-trace [options]      (workloads unlike the conversation trace)
+  --family F            chat (multi-turn sessions), shared (popular system prompts and
+                        few-shot headers), agent (tool loops, growing context), rag
+                        (one-off documents: scan-heavy), zipf (bursty popular
+                        prefixes), phase (chat, then rag); default chat
+  --seed N              random seed (default 1): the same seed, the same trace
+  --requests N          requests (default 5000)
+  --continue P          chat/agent: chance a session takes another turn (default 0.7)
+  --out PATH            write here (default: standard output)
 )";
 
 bool ParseSize(const char* s, uint64_t* out) {
@@ -153,6 +166,51 @@ int Replay(int argc, char** argv) {
   return res->wrong_data == 0 ? 0 : 1;
 }
 
+int GenTrace(int argc, char** argv) {
+  kvpool::tools::GenOptions o;
+  std::string out_path;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return Fail("option " + a + " needs a value, or is unknown");
+    const char* v = argv[++i];
+    uint64_t n = 0;
+    if (a == "--family") {
+      o.family = v;
+    } else if (a == "--seed") {
+      if (!ParseSize(v, &n)) return Fail("--seed: a number");
+      o.seed = n;
+    } else if (a == "--requests") {
+      if (!ParseSize(v, &n) || n == 0) return Fail("--requests: a count > 0");
+      o.requests = n;
+    } else if (a == "--continue") {
+      char* end = nullptr;
+      o.continue_p = std::strtod(v, &end);
+      if (end == v || *end || !(o.continue_p >= 0 && o.continue_p < 1))
+        return Fail("--continue: a probability in [0, 1)");
+    } else if (a == "--out") {
+      out_path = v;
+    } else {
+      return Fail("unknown option " + a);
+    }
+  }
+  auto trace = kvpool::tools::GenerateTrace(o);
+  if (!trace.ok()) return Fail(std::string(trace.status().message()));
+  std::ofstream file;
+  if (!out_path.empty()) {
+    file.open(out_path);
+    if (!file) return Fail("cannot write " + out_path);
+  }
+  std::ostream& out = out_path.empty() ? std::cout : file;
+  for (const auto& r : *trace) out << kvpool::tools::TraceLine(r) << '\n';
+  out.flush();
+  if (!out) return Fail("writing " + (out_path.empty() ? std::string("stdout") : out_path) + " failed");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +226,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "replay") return Replay(argc - 2, argv + 2);
+  if (cmd == "gen-trace") return GenTrace(argc - 2, argv + 2);
   if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
   if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
   if (cmd == "prestage-bench") return kvpool::tools::PrestageBench(argc - 2, argv + 2);
