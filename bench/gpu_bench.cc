@@ -18,13 +18,13 @@
 namespace kvpool::gpu {
 namespace {
 
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
-      std::exit(1);                                                                \
-    }                                                                              \
+#define CK(x)                                                       \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 struct Row {
@@ -138,7 +138,8 @@ void Scattered(cudaStream_t s, const Limits& lim, uint64_t n, uint64_t bytes, in
       tp = TimeMs(s, reps, per_block);
       tk = TimeMs(s, reps, kernel);
     }
-    Add({std::string("kvpool mover ") + arrow + " " + shape, n, bytes, tk, total / tk / 1e6, limit});
+    Add({std::string("kvpool mover ") + arrow + " " + shape, n, bytes, tk, total / tk / 1e6,
+         limit});
     Add({std::string("cudaMemcpyAsync per block ") + arrow + " " + shape, n, bytes, tp,
          total / tp / 1e6, limit});
   }
@@ -183,8 +184,8 @@ int Main(int argc, char** argv) {
   }
   std::string device = DeviceInfo();
   std::printf("device: %s\n", device.c_str());
-  std::printf("%-44s %6s %9s %9s %8s %8s %7s\n", "move", "blocks", "bytes", "ms", "GB/s",
-              "limit", "ratio");
+  std::printf("%-44s %6s %9s %9s %8s %8s %7s\n", "move", "blocks", "bytes", "ms", "GB/s", "limit",
+              "ratio");
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Limits lim = PinnedLimit(s, 1ull << 30, reps);

@@ -66,8 +66,7 @@ CudaTensor ToCudaTensor(const py::handle& obj) {
     if (py::hasattr(obj, "__dlpack_device__")) {
       auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
       if (dev.first != kDLCUDA && dev.first != kDLCUDAManaged)
-        throw py::value_error("not a CUDA tensor (DLPack device type " +
-                              std::to_string(dev.first) +
+        throw py::value_error("not a CUDA tensor (DLPack device type " + std::to_string(dev.first) +
                               "): the paged KV cache must be in GPU memory");
     }
     return FromDlpack(obj.attr("__dlpack__")());
@@ -163,7 +162,8 @@ GpuLayout CrossLayer(const py::handle& tensor) {
 
 void* ToStream(const py::object& s) {
   if (s.is_none()) return nullptr;
-  if (py::hasattr(s, "cuda_stream")) return reinterpret_cast<void*>(s.attr("cuda_stream").cast<uintptr_t>());
+  if (py::hasattr(s, "cuda_stream"))
+    return reinterpret_cast<void*>(s.attr("cuda_stream").cast<uintptr_t>());
   return reinterpret_cast<void*>(s.cast<uintptr_t>());
 }
 
@@ -371,8 +371,9 @@ void BindGpu(py::module_& root) {
           ClientFace& f = obj.cast<ClientFace&>();
           if (!f.c->connected()) (void)f.c->Ping();
           if (f.c->shared_memory().empty())
-            throw py::value_error("this client has no same-host region to register (unix: "
-                                  "address and shared_memory_bytes > 0)");
+            throw py::value_error(
+                "this client has no same-host region to register (unix: "
+                "address and shared_memory_bytes > 0)");
         }
         CheckGpu(Prepare(obj));
       },
@@ -381,8 +382,7 @@ void BindGpu(py::module_& root) {
       "(until the object is gone), so blocks move from it without staging. Loads and saves "
       "do this on first use; call it ahead to keep its cost (every page) off the first load.");
 
-  py::class_<GpuLayout, std::shared_ptr<GpuLayout>>(m, "Layout",
-                                                     "A paged KV cache in GPU memory.")
+  py::class_<GpuLayout, std::shared_ptr<GpuLayout>>(m, "Layout", "A paged KV cache in GPU memory.")
       .def_static(
           "vllm", [](const py::iterable& t) { return std::make_shared<GpuLayout>(Vllm(t)); },
           py::arg("kv_caches"),
@@ -397,7 +397,8 @@ void BindGpu(py::module_& root) {
           "SGLang's MHA pool: per layer a K and a V buffer [tokens][heads][dim]; a slot is a "
           "page of page_size tokens (v_buffers None: K only, as MLA).")
       .def_static(
-          "cross_layer", [](const py::handle& t) { return std::make_shared<GpuLayout>(CrossLayer(t)); },
+          "cross_layer",
+          [](const py::handle& t) { return std::make_shared<GpuLayout>(CrossLayer(t)); },
           py::arg("cache"), "One tensor [num_blocks][layers][2][block_size][heads][dim].")
       .def_property_readonly("layers", [](const GpuLayout& g) { return g.layout.layers(); })
       .def_property_readonly("num_slots", [](const GpuLayout& g) { return g.layout.num_slots; })
@@ -452,10 +453,9 @@ void BindGpu(py::module_& root) {
           "load_layerwise",
           [](PyLoader& l, const py::object& source, const py::iterable& keys,
              const py::iterable& slots, const py::object& stream, const py::object& on_layer) {
-            Store* store = py::isinstance<StoreFace>(source) ? source.cast<StoreFace&>().s.get()
-                           : py::isinstance<NearFace>(source)
-                               ? &source.cast<NearFace&>().n->local()
-                               : nullptr;
+            Store* store = py::isinstance<StoreFace>(source)  ? source.cast<StoreFace&>().s.get()
+                           : py::isinstance<NearFace>(source) ? &source.cast<NearFace&>().n->local()
+                                                              : nullptr;
             if (!store) throw py::value_error("source: a kvpool.Store or NearCache");
             std::vector<BlockKey> ks = ToKeys(keys);
             std::vector<uint32_t> ss = ToSlots(slots);
@@ -494,8 +494,8 @@ void BindGpu(py::module_& root) {
             std::vector<uint32_t> ss = ToSlots(slots), ls = ToSlots(layers);
             auto [events, raw] = MakeEvents(ls.size());
             std::vector<Status> out(ks.size() * ls.size());
-            Deadline d =
-                timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
+            Deadline d = timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms))
+                                        : Deadline{};
             void* st = ToStream(stream);
             LayerCallback cb{on_layer, nullptr};
             Status s;

@@ -17,8 +17,8 @@
 #include "kvpool/key.h"
 #include "kvpool/near_cache.h"
 #include "kvpool/pool.h"
-#include "kvpool/store.h"
 #include "kvpool/status.h"
+#include "kvpool/store.h"
 
 namespace py = pybind11;
 

@@ -255,4 +255,3 @@ TEST(ReactorBalance, SequentialConnectionsSpreadOverTheReactors) {
 
 }  // namespace
 }  // namespace kvpool
-

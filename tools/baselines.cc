@@ -17,16 +17,27 @@ uint64_t TokensSaved(uint64_t hits, const TraceRequest& r, unsigned tokens_per_b
   return std::min<uint64_t>(hits * tokens_per_block, r.input_length);
 }
 
+namespace {
+
+// The request's leading blocks `held` holds (a prefix hit), added to the totals.
+template <class Map>
+void CountPrefix(const TraceRequest& r, const Map& held, unsigned tokens_per_block, uint64_t* hits,
+                 uint64_t* saved) {
+  uint64_t h = 0;
+  while (h < r.hash_ids.size() && held.count(r.hash_ids[h])) ++h;
+  *hits += h;
+  *saved += TokensSaved(h, r, tokens_per_block);
+}
+
+}  // namespace
+
 uint64_t LruPrefixHits(const std::vector<TraceRequest>& trace, uint64_t capacity,
                        uint64_t* tokens_saved, unsigned tokens_per_block) {
   std::list<uint64_t> lru;  // front = most recent
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where;
   uint64_t hits = 0, saved = 0;
   for (const TraceRequest& r : trace) {
-    uint64_t h = 0;
-    while (h < r.hash_ids.size() && where.count(r.hash_ids[h])) ++h;
-    hits += h;
-    saved += TokensSaved(h, r, tokens_per_block);
+    CountPrefix(r, where, tokens_per_block, &hits, &saved);
     const size_t full = FullBlocks(r, tokens_per_block);
     for (size_t j = 0; j < r.hash_ids.size(); ++j) {
       const uint64_t id = r.hash_ids[j];
@@ -68,7 +79,7 @@ uint64_t OfflinePrefixHits(const std::vector<TraceRequest>& trace, uint64_t capa
       }
     }
   }
-  std::unordered_map<uint64_t, uint64_t> held;  // id -> its next use
+  std::unordered_map<uint64_t, uint64_t> held;             // id -> its next use
   std::priority_queue<std::pair<uint64_t, uint64_t>> far;  // (next use, id), stale entries too
   auto farthest = [&]() -> std::pair<uint64_t, uint64_t> {
     while (!far.empty()) {
@@ -82,10 +93,7 @@ uint64_t OfflinePrefixHits(const std::vector<TraceRequest>& trace, uint64_t capa
   uint64_t hits = 0, saved = 0;
   size_t t = 0;
   for (const TraceRequest& r : trace) {
-    uint64_t h = 0;
-    while (h < r.hash_ids.size() && held.count(r.hash_ids[h])) ++h;
-    hits += h;
-    saved += TokensSaved(h, r, tokens_per_block);
+    CountPrefix(r, held, tokens_per_block, &hits, &saved);
     const size_t full = FullBlocks(r, tokens_per_block);
     for (size_t j = 0; j < r.hash_ids.size(); ++j, ++t) {
       const uint64_t id = r.hash_ids[j];

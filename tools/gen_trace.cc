@@ -18,7 +18,9 @@ class Gen {
     for (auto& id : ids) id = next_id_++;
     return ids;
   }
-  size_t Uniform(size_t lo, size_t hi) { return std::uniform_int_distribution<size_t>(lo, hi)(rng_); }
+  size_t Uniform(size_t lo, size_t hi) {
+    return std::uniform_int_distribution<size_t>(lo, hi)(rng_);
+  }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
   // A rank in [0, n) with probability ~ 1 / (rank + 1)^s.
   size_t Zipf(size_t n, double s) {

@@ -12,9 +12,9 @@
 #include "client_cli.h"
 #include "cluster_cli.h"
 #include "common/units.h"
+#include "gen_trace.h"
 #include "net_bench.h"
 #include "prestage_bench.h"
-#include "gen_trace.h"
 #include "replay.h"
 #include "trace.h"
 
@@ -207,7 +207,8 @@ int GenTrace(int argc, char** argv) {
   std::ostream& out = out_path.empty() ? std::cout : file;
   for (const auto& r : *trace) out << kvpool::tools::TraceLine(r) << '\n';
   out.flush();
-  if (!out) return Fail("writing " + (out_path.empty() ? std::string("stdout") : out_path) + " failed");
+  if (!out)
+    return Fail("writing " + (out_path.empty() ? std::string("stdout") : out_path) + " failed");
   return 0;
 }
 

@@ -159,8 +159,7 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
             : "DRAM " + std::to_string(r.stats.dram.capacity_bytes >> 20) + " MiB + flash " +
                   std::to_string(r.stats.flash.capacity_bytes >> 20) + " MiB")
     << "; " << r.seconds << " s\n\n";
-  std::snprintf(line, sizeof line, "%-34s %14s %14s %14s\n", "", "kvpool", "plain LRU",
-                "offline");
+  std::snprintf(line, sizeof line, "%-34s %14s %14s %14s\n", "", "kvpool", "plain LRU", "offline");
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.4f %14.4f %14.4f\n", "prefix hit ratio (blocks)",
                 r.prefix_hit_ratio(), r.lru_prefix_hit_ratio(),
@@ -224,11 +223,11 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"block_bytes\":" << o.block_bytes << ",\"prefix_hit_ratio\":" << r.prefix_hit_ratio()
     << ",\"lru_prefix_hit_ratio\":" << r.lru_prefix_hit_ratio() << ",\"dram_hits\":" << r.dram_hits
     << ",\"flash_hits\":" << r.flash_hits << ",\"tokens_saved\":" << r.tokens_saved
-    << ",\"lru_tokens_saved\":" << r.lru_tokens_saved
-    << ",\"offline_prefix_hit_ratio\":"
+    << ",\"lru_tokens_saved\":" << r.lru_tokens_saved << ",\"offline_prefix_hit_ratio\":"
     << (r.blocks_requested ? double(r.offline_prefix_hits) / double(r.blocks_requested) : 0.0)
-    << ",\"offline_tokens_saved\":" << r.offline_tokens_saved << ",\"tokens_total\":" << r.tokens_total
-    << ",\"bytes_put\":" << r.bytes_put << ",\"bytes_got\":" << r.bytes_got
+    << ",\"offline_tokens_saved\":" << r.offline_tokens_saved
+    << ",\"tokens_total\":" << r.tokens_total << ",\"bytes_put\":" << r.bytes_put
+    << ",\"bytes_got\":" << r.bytes_got
     << ",\"flash_bytes_written\":" << r.stats.flash.bytes_written
     << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"wrong_data\":" << r.wrong_data
     << ",\"seconds\":" << r.seconds << ",\"put_latency\":" << lat(r.stats.put_latency)

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "baselines.h"
 #include "kvpool/options.h"
 #include "kvpool/stats.h"
-#include "baselines.h"
 #include "trace.h"
 
 namespace kvpool::tools {
@@ -36,7 +36,7 @@ struct ReplayResult {
   uint64_t prefix_hits = 0, dram_hits = 0, flash_hits = 0;
   uint64_t tokens_total = 0, tokens_saved = 0;
   uint64_t bytes_put = 0, bytes_got = 0;
-  uint64_t wrong_data = 0;  // gets that returned bytes other than what was put (must be 0)
+  uint64_t wrong_data = 0;       // gets that returned bytes other than what was put (must be 0)
   uint64_t lru_prefix_hits = 0;  // baselines.h: LRU and offline over the same offered blocks
   uint64_t lru_tokens_saved = 0;
   uint64_t offline_prefix_hits = 0;

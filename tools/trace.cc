@@ -113,11 +113,11 @@ Result<std::vector<TraceRequest>> LoadTrace(const std::string& path, size_t limi
     const uint64_t tpb = tokens_per_block ? tokens_per_block : 1;
     const uint64_t blocks = r->input_length / tpb + (r->input_length % tpb != 0 ? 1 : 0);
     if (tokens_per_block > 0 && blocks != r->hash_ids.size()) {
-      return Status::InvalidArgument(
-          path + ":" + std::to_string(lineno) + ": input_length " +
-          std::to_string(r->input_length) + " needs " + std::to_string(blocks) + " blocks of " +
-          std::to_string(tokens_per_block) + " tokens, hash_ids has " +
-          std::to_string(r->hash_ids.size()));
+      return Status::InvalidArgument(path + ":" + std::to_string(lineno) + ": input_length " +
+                                     std::to_string(r->input_length) + " needs " +
+                                     std::to_string(blocks) + " blocks of " +
+                                     std::to_string(tokens_per_block) + " tokens, hash_ids has " +
+                                     std::to_string(r->hash_ids.size()));
     }
     out.push_back(std::move(r).value());
     if (limit && out.size() >= limit) break;

@@ -109,8 +109,8 @@ class Event {
   ~Event();
   Status Record(void* stream);
   bool Ready() const;
-  Status Synchronize() const;        // the host waits
-  Status StreamWait(void* stream);   // `stream` waits, the host does not
+  Status Synchronize() const;                   // the host waits
+  Status StreamWait(void* stream);              // `stream` waits, the host does not
   float MillisSince(const Event& start) const;  // both recorded and complete
 
  private:

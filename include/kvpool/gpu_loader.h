@@ -76,8 +76,8 @@ class Loader {
   // that layer's compute: layer i computes while later layers are still on the wire.
   // out[i * blocks.size() + j]. Returns when every layer's move is enqueued.
   Status LoadLayers(Client& client, std::span<const BlockKey> blocks,
-                    std::span<const uint32_t> slots, std::span<const uint32_t> layers,
-                    void* stream, std::span<Event* const> events, std::span<Status> out,
+                    std::span<const uint32_t> slots, std::span<const uint32_t> layers, void* stream,
+                    std::span<Event* const> events, std::span<Status> out,
                     const std::function<void(size_t)>& on_layer = {}, Deadline deadline = {});
 
   // Prestaging into GPU memory: the near cache prestages `keys` (NearCache::Prestage: in

@@ -37,7 +37,7 @@ struct PutOp {
   BlockKey key;
   std::span<const std::byte> value;
   BlockKey parent;
-  Status status;  // out: OK, kExists, kTooLarge, kNoSpace, ...
+  Status status;                             // out: OK, kExists, kTooLarge, kNoSpace, ...
   std::span<const uint32_t> token_ids = {};  // in, optional: as PutOptions::token_ids
 };
 

@@ -478,7 +478,8 @@ class Client::Impl {
         // Token ids follow the item's value (little-endian u32s, this host's order on x86).
         if (!op.token_ids.empty() && op.token_ids.size() <= net::kMaxTokensPerBlock) {
           it.tokens = static_cast<uint32_t>(op.token_ids.size());
-          data.push_back(iovec{const_cast<uint32_t*>(op.token_ids.data()), op.token_ids.size() * 4});
+          data.push_back(
+              iovec{const_cast<uint32_t*>(op.token_ids.data()), op.token_ids.size() * 4});
           data_len += op.token_ids.size() * 4;
         }
         net::AppendPutItem(meta, it);

@@ -31,12 +31,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "kvpool/key.h"
 #include "kvpool/options.h"
 #include "mem/arena.h"
-#include <span>
 #include "mem/page_allocator.h"
 
 namespace kvpool::engine {

@@ -1,5 +1,7 @@
 // The GPU module on the CUDA runtime: registered host regions, pinned buffers, events and
 // the mover (descriptors, staging of unregistered blocks, one kernel launch per batch).
+#include "kvpool/gpu.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "gpu/kernels.h"
-#include "kvpool/gpu.h"
 
 namespace kvpool::gpu {
 namespace {
@@ -128,8 +129,8 @@ bool IsRegistered(const void* p, size_t n) { return registry().Translate(p, n) !
 Result<std::unique_ptr<PinnedBuffer>> PinnedBuffer::Create(size_t bytes) {
   if (Status s = DeviceStatus(); !s.ok()) return s;
   void* p = nullptr;
-  cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1),
-                                cudaHostAllocPortable | cudaHostAllocMapped);
+  cudaError_t e =
+      cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable | cudaHostAllocMapped);
   if (e != cudaSuccess) return CudaError(e, "cudaHostAlloc");
   void* dev = nullptr;
   if ((e = cudaHostGetDevicePointer(&dev, p, 0)) != cudaSuccess) {
@@ -162,7 +163,9 @@ Status Event::Record(void* stream) {
   return e == cudaSuccess ? Status::Ok() : CudaError(e, "cudaEventRecord");
 }
 
-bool Event::Ready() const { return cudaEventQuery(static_cast<cudaEvent_t>(e_)) != cudaErrorNotReady; }
+bool Event::Ready() const {
+  return cudaEventQuery(static_cast<cudaEvent_t>(e_)) != cudaErrorNotReady;
+}
 
 Status Event::Synchronize() const {
   cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(e_));
@@ -177,8 +180,8 @@ Status Event::StreamWait(void* stream) {
 
 float Event::MillisSince(const Event& start) const {
   float ms = 0;
-  if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.e_),
-                           static_cast<cudaEvent_t>(e_)) != cudaSuccess)
+  if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.e_), static_cast<cudaEvent_t>(e_)) !=
+      cudaSuccess)
     return -1;
   return ms;
 }
@@ -291,12 +294,10 @@ class Mover::Impl {
     cudaError_t e = cudaMemcpyAsync(l->dev_descs, l->host_descs, blocks.size() * sizeof(MoveDesc),
                                     cudaMemcpyHostToDevice, s);
     if (e != cudaSuccess) return CudaError(e, "descriptor copy");
-    MoveArgs a{l->dev_descs,         dev_bases,
-               static_cast<uint32_t>(blocks.size()), layout.parts(),
-               range.first,          count,
-               range.whole_blocks ? range.first : 0u,
-               layout.slot_stride,   layout.chunk_bytes,
-               to_gpu};
+    MoveArgs a{
+        l->dev_descs,       dev_bases, static_cast<uint32_t>(blocks.size()),  layout.parts(),
+        range.first,        count,     range.whole_blocks ? range.first : 0u, layout.slot_stride,
+        layout.chunk_bytes, to_gpu};
     if ((e = LaunchMove(a, s)) != cudaSuccess) return CudaError(e, "move kernel launch");
     if ((e = cudaEventRecord(l->done, s)) != cudaSuccess) return CudaError(e, "cudaEventRecord");
     if (!to_gpu && !staged.empty()) {

@@ -1,6 +1,8 @@
 // The GPU module: layouts (everywhere), and with a device the moves against a host model of
 // each engine layout, the loader from a store, from kvpoold (TCP and the same-host region)
 // and layer streaming. Without a device the device tests skip with the reason printed.
+#include "kvpool/gpu.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 
 #include "daemon.h"
 #include "kvpool/client.h"
-#include "kvpool/gpu.h"
 #include "kvpool/gpu_loader.h"
 #include "kvpool/near_cache.h"
 #include "kvpool/store.h"
@@ -19,9 +20,9 @@
 namespace kvpool::gpu {
 namespace {
 
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    Status avail = Available();                                         \
+#define REQUIRE_GPU()                                                     \
+  do {                                                                    \
+    Status avail = Available();                                           \
     if (!avail.ok()) GTEST_SKIP() << "no GPU here: " << avail.ToString(); \
   } while (0)
 
@@ -265,7 +266,7 @@ TEST(GpuLoader, StoreToGpuAndBackThroughAnotherStore) {
   for (uint32_t i = 0; i < 12; ++i) {
     keys.push_back(BlockKey{7, i});
     slots.push_back(31 - 2 * i);
-    if (i == 5) continue;  // a miss in the middle
+    if (i == 5) continue;                                     // a miss in the middle
     auto v = Pattern(i == 9 ? 100 : cache.block_bytes(), i);  // block 9: wrong size
     ASSERT_TRUE((*src)->Put(keys.back(), v).ok());
   }
@@ -457,7 +458,8 @@ TEST_F(GpuDaemonTest, LayerStreamingRecordsAnEventPerLayerAndSavesThroughTheClie
     blocks.push_back(BlockKey{11, i});
     slots.push_back(i + 3);
     for (uint32_t l = 0; l < Cache::kLayers; ++l)
-      ASSERT_TRUE(c->Put(LayerKey(blocks[i], l), Pattern(cache.layout.HostBytes(1), i * 10 + l)).ok());
+      ASSERT_TRUE(
+          c->Put(LayerKey(blocks[i], l), Pattern(cache.layout.HostBytes(1), i * 10 + l)).ok());
   }
   ASSERT_TRUE(RegisterClient(*c).ok());
   auto loader = Loader::Create(cache.layout);

@@ -2,9 +2,9 @@
 // one launch. Each thread block copies up to kPiece bytes of one chunk with 16-byte accesses,
 // four in flight per thread: reads of host memory cross PCIe, and many outstanding reads are
 // what fills the link (one cudaMemcpyAsync per block left 80% of it idle).
-#include "gpu/kernels.h"
-
 #include <algorithm>
+
+#include "gpu/kernels.h"
 
 namespace kvpool::gpu {
 namespace {

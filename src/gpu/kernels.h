@@ -2,9 +2,9 @@
 #ifndef KVPOOL_GPU_KERNELS_H_
 #define KVPOOL_GPU_KERNELS_H_
 
-#include <cstdint>
-
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace kvpool::gpu {
 
@@ -15,12 +15,12 @@ struct MoveDesc {
 };
 
 struct MoveArgs {
-  const MoveDesc* descs;    // device-visible, `count` entries
-  const uint64_t* bases;    // device memory: [layer][part] base addresses (parts per layer)
-  uint32_t count;           // blocks in the batch
-  uint32_t parts;           // 1 (K only) or 2 (K, V)
+  const MoveDesc* descs;  // device-visible, `count` entries
+  const uint64_t* bases;  // device memory: [layer][part] base addresses (parts per layer)
+  uint32_t count;         // blocks in the batch
+  uint32_t parts;         // 1 (K only) or 2 (K, V)
   uint32_t first_layer;
-  uint32_t layers;          // layers moved per block
+  uint32_t layers;            // layers moved per block
   uint32_t host_first_layer;  // the host block's index of first_layer (0, or first_layer)
   uint64_t slot_stride;
   uint64_t chunk_bytes;

@@ -1,7 +1,5 @@
 // The loader: kvpool's sources and targets on one side, a Mover on the other. Host memory
 // read by a load stays held (views, staging) until that load's event has passed.
-#include "kvpool/gpu_loader.h"
-
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "kvpool/gpu_loader.h"
 
 namespace kvpool::gpu {
 namespace {
@@ -39,8 +38,10 @@ Status UnregisterStore(Store& store) { return UnregisterHost(store.DramMemory())
 Status RegisterClient(Client& client) {
   if (!client.connected()) (void)client.Ping();  // the region is mapped at connect
   std::span<std::byte> m = client.shared_memory();
-  if (m.empty()) return Status::InvalidArgument("client has no same-host region (unix: address "
-                                                "and shared_memory_bytes > 0)");
+  if (m.empty())
+    return Status::InvalidArgument(
+        "client has no same-host region (unix: address "
+        "and shared_memory_bytes > 0)");
   return RegisterHost(m);
 }
 
@@ -434,9 +435,9 @@ Status Loader::Load(std::span<Client* const> clients, std::span<const BlockKey> 
   auto run = [&](size_t i) {
     const size_t begin = std::min(keys.size(), i * share);
     const size_t len = std::min(share, keys.size() - begin);
-    results[i] = impl_->FromClient(*ws[i], *clients[i], keys.subspan(begin, len),
-                                   slots.subspan(begin, len), layers, stream,
-                                   out.subspan(begin, len), deadline);
+    results[i] =
+        impl_->FromClient(*ws[i], *clients[i], keys.subspan(begin, len), slots.subspan(begin, len),
+                          layers, stream, out.subspan(begin, len), deadline);
   };
   if (n == 1) {
     run(0);
@@ -540,9 +541,9 @@ Status Loader::LoadLayers(Client& client, std::span<const BlockKey> blocks,
   return s.ok() || s.code() == Code::kTimeout ? Status::Ok() : s;
 }
 
-Status Loader::Save(Store& store, std::span<const BlockKey> keys,
-                    std::span<const BlockKey> parents, std::span<const uint32_t> slots,
-                    LayerRange layers, void* stream, std::span<Status> out) {
+Status Loader::Save(Store& store, std::span<const BlockKey> keys, std::span<const BlockKey> parents,
+                    std::span<const uint32_t> slots, LayerRange layers, void* stream,
+                    std::span<Status> out) {
   if (Status s = CheckSizes(keys.size(), slots.size(), out.size()); !s.ok()) return s;
   if (!parents.empty() && parents.size() != keys.size())
     return Status::InvalidArgument("keys and parents differ in length");
@@ -593,8 +594,10 @@ Status Loader::Save(Client& client, std::span<const BlockKey> keys,
     std::vector<PutOp> ops(n);
     for (size_t k = 0; k < n; ++k) {
       blocks[k] = {staging->data() + k * want, slots[begin + k]};
-      ops[k] = PutOp{keys[begin + k], staging->subspan(k * want, want),
-                     parents.empty() ? BlockKey{} : parents[begin + k], {}};
+      ops[k] = PutOp{keys[begin + k],
+                     staging->subspan(k * want, want),
+                     parents.empty() ? BlockKey{} : parents[begin + k],
+                     {}};
     }
     if (Status s = w->mover->ToHost(blocks, layers, stream); !s.ok()) return s;
     if (Status s = w->done[0]->Record(stream); !s.ok()) return s;

@@ -40,7 +40,8 @@ TEST(Protocol, HeaderRoundTripsAndItsCrcCoversMeta) {
 
 TEST(Protocol, ItemsRoundTrip) {
   std::vector<std::byte> m;
-  PutItem p{BlockKey{3, 4}, BlockKey{5, 6}, 1234, 0xdeadbeef, kPutOverwrite | kPutFromShm, 16, 4096};
+  PutItem p{
+      BlockKey{3, 4}, BlockKey{5, 6}, 1234, 0xdeadbeef, kPutOverwrite | kPutFromShm, 16, 4096};
   AppendPutItem(m, p);
   ASSERT_EQ(m.size(), kPutItemBytes);
   PutItem q = DecodePutItem(m.data());
@@ -87,15 +88,15 @@ TEST(Protocol, ValidationRejectsInconsistentFrames) {
   AppendPutItem(meta, p);
   std::vector<std::byte> data(10);
   EXPECT_TRUE(ValidateRequest(Frame(Op::kPut, 1, meta, 10, data), limits, true).ok());
-  EXPECT_FALSE(ValidateRequest(Frame(Op::kPut, 1, meta, 9), limits, false).ok());  // lengths
+  EXPECT_FALSE(ValidateRequest(Frame(Op::kPut, 1, meta, 9), limits, false).ok());   // lengths
   EXPECT_FALSE(ValidateRequest(Frame(Op::kPut, 2, meta, 10), limits, false).ok());  // count
   // Token ids follow the value: 10 bytes of value + 3 x 4 bytes; a value from shared
   // memory sends only its token ids; more than 65536 of them is malformed.
   meta.clear();
   p.tokens = 3;
   AppendPutItem(meta, p);
-  EXPECT_TRUE(ValidateRequest(Frame(Op::kPut, 1, meta, 22, std::vector<std::byte>(22)), limits,
-                              true).ok());
+  EXPECT_TRUE(
+      ValidateRequest(Frame(Op::kPut, 1, meta, 22, std::vector<std::byte>(22)), limits, true).ok());
   EXPECT_FALSE(ValidateRequest(Frame(Op::kPut, 1, meta, 10), limits, false).ok());
   meta.clear();
   p.flags = kPutFromShm;
@@ -106,9 +107,11 @@ TEST(Protocol, ValidationRejectsInconsistentFrames) {
   AppendPutItem(meta, p);
   EXPECT_FALSE(
       ValidateRequest(Frame(Op::kPut, 1, meta, uint64_t{p.tokens} * 4), limits, false).ok());
-  EXPECT_EQ(ValidateRequest(Frame(Op::kExists, 5, std::vector<std::byte>(80), 0), limits, false).code(),
-            Code::kTooLarge);
-  EXPECT_FALSE(ValidateRequest(Frame(Op::kExists, 1, std::vector<std::byte>(16), 5), limits, false).ok());
+  EXPECT_EQ(
+      ValidateRequest(Frame(Op::kExists, 5, std::vector<std::byte>(80), 0), limits, false).code(),
+      Code::kTooLarge);
+  EXPECT_FALSE(
+      ValidateRequest(Frame(Op::kExists, 1, std::vector<std::byte>(16), 5), limits, false).ok());
   auto f = Frame(Op::kPing, 0, {}, 0);
   f[4] = std::byte{9};  // version
   Status s = ValidateRequest(f, limits, true);

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -186,6 +186,17 @@ Setter Str(std::function<void(DaemonConfig*, std::string)> set) {
   };
 }
 
+// A setting that is one of two words; `set` gets whether it is the second.
+Setter Either(std::string a, std::string b, std::function<void(DaemonConfig*, bool)> set) {
+  return [a, b, set](const Value& v, DaemonConfig* c) -> Status {
+    auto s = AsString(v);
+    if (!s.ok()) return s.status();
+    if (*s != a && *s != b) return Status::InvalidArgument("\"" + a + "\" or \"" + b + "\"");
+    set(c, *s == b);
+    return Status::Ok();
+  };
+}
+
 const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
   static const auto* fields = new std::map<std::string, std::pair<Setter, std::string>>{
       {"server.listen",
@@ -261,13 +272,7 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         "first frame of every event message (default \"kv@<hostname>@kvpool\", which llm-d's "
         "default \"kv@\" filter passes)"}},
       {"events.format",
-       {[](const Value& v, DaemonConfig* c) -> Status {
-          auto s = AsString(v);
-          if (!s.ok()) return s.status();
-          if (*s != "array" && *s != "map") return Status::InvalidArgument("\"array\" or \"map\"");
-          c->events.map_form = *s == "map";
-          return Status::Ok();
-        },
+       {Either("array", "map", [](DaemonConfig* c, bool map) { c->events.map_form = map; }),
         "payload form: \"array\" ([ts, events, dp_rank], tagged arrays: Dynamo, llm-d; the "
         "default) or \"map\" (vLLM's current msgspec classes)"}},
       {"events.medium",
@@ -277,13 +282,7 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
        {Size([](DaemonConfig* c, uint64_t n) { c->events.data_parallel_rank = int(n); }, 1 << 20),
         "data_parallel_rank of every batch (default 0)"}},
       {"events.hash",
-       {[](const Value& v, DaemonConfig* c) -> Status {
-          auto s = AsString(v);
-          if (!s.ok()) return s.status();
-          if (*s != "int" && *s != "bytes") return Status::InvalidArgument("\"int\" or \"bytes\"");
-          c->events.int_hashes = *s == "int";
-          return Status::Ok();
-        },
+       {Either("int", "bytes", [](DaemonConfig* c, bool bytes) { c->events.int_hashes = !bytes; }),
         "block hash form in events: \"int\" (64-bit, vLLM's int form) or \"bytes\" (16)"}},
       {"events.block_size",
        {Size([](DaemonConfig* c, uint64_t n) { c->events.block_size = unsigned(n); }, 1 << 20),

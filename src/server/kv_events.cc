@@ -181,8 +181,8 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
       msgpack_pack_array(&pk, g.tokens.size());
       for (uint32_t t : g.tokens) msgpack_pack_uint32(&pk, t);
       field("block_size");
-      msgpack_pack_uint32(&pk, g.per_block ? static_cast<uint32_t>(g.per_block)
-                                           : options_.block_size);
+      msgpack_pack_uint32(&pk,
+                          g.per_block ? static_cast<uint32_t>(g.per_block) : options_.block_size);
       field("lora_id");
       msgpack_pack_nil(&pk);
       field("medium");

@@ -39,11 +39,11 @@
 namespace kvpool::server {
 
 struct KvEventsOptions {
-  std::string endpoint;           // PUB, e.g. "tcp://*:5557"; empty: off
-  std::string replay_endpoint;    // ROUTER; empty: no replay
-  std::string topic;              // first frame of every message (llm-d: "kv@<pod>@<model>")
-  bool int_hashes = true;         // false: 16-byte hashes
-  bool map_form = false;          // vLLM's current map encoding instead of the array form
+  std::string endpoint;             // PUB, e.g. "tcp://*:5557"; empty: off
+  std::string replay_endpoint;      // ROUTER; empty: no replay
+  std::string topic;                // first frame of every message (llm-d: "kv@<pod>@<model>")
+  bool int_hashes = true;           // false: 16-byte hashes
+  bool map_form = false;            // vLLM's current map encoding instead of the array form
   std::string medium = "EXTERNAL";  // BlockStored/BlockRemoved medium
   int data_parallel_rank = 0;
   unsigned block_size = 16;       // BlockStored.block_size (tokens)

@@ -153,8 +153,8 @@ TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
     for (uint32_t e = 0; e < events.via.array.size; ++e) {
       const msgpack_object& ev = events.via.array.ptr[e];
       ASSERT_EQ(ev.type, MSGPACK_OBJECT_MAP);
-      for (const char* f : {"type", "block_hashes", "parent_block_hash", "token_ids",
-                            "block_size", "lora_id", "medium", "lora_name"})
+      for (const char* f : {"type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
+                            "lora_id", "medium", "lora_name"})
         ASSERT_NE(FindKey(ev, f), nullptr) << f;
       const msgpack_object& type = FindKey(ev, "type")->val;
       EXPECT_EQ(std::string_view(type.via.str.ptr, type.via.str.size), "BlockStored");

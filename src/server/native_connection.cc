@@ -24,7 +24,6 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kFramesPerTurn = 32;  // then let the reactor's other connections run
 
-
 }  // namespace
 
 NativeConnection::NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters,
