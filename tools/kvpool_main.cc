@@ -50,7 +50,8 @@ kvpool replay [options]
   --probation F         share of DRAM for the probation queue (default 0.02: new
                         blocks pass through DRAM to flash, which acts as probation)
   --reuse-bonus F       DRAM eviction: how many store-fulls (DRAM + flash) of newer
-                        blocks each past use of a block outlives (default 0.6; 0 = LRU)
+                        blocks each past use of a block outlives; auto (default):
+                        learnt while replaying from simulated candidates; 0 = LRU
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --quiet               no progress bar
@@ -128,8 +129,10 @@ int Replay(int argc, char** argv) {
     } else if (a == "--reuse-bonus") {
       char* end = nullptr;
       o.reuse_bonus = std::strtod(v, &end);
-      if (end == v || *end || !(o.reuse_bonus >= 0 && o.reuse_bonus <= 64))
-        return Fail("--reuse-bonus: a number in [0, 64]");
+      if (std::string(v) == "auto")
+        o.reuse_bonus = kvpool::StoreOptions::kReuseBonusAuto;
+      else if (end == v || *end || !(o.reuse_bonus >= 0 && o.reuse_bonus <= 64))
+        return Fail("--reuse-bonus: auto or a number in [0, 64]");
     } else if (a == "--requests") {
       if (!ParseSize(v, &requests)) return Fail("--requests: a count");
     } else if (a == "--json") {

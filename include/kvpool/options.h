@@ -60,7 +60,10 @@ struct StoreOptions {
   // Eviction from DRAM's main queue: each past use of a block (up to 3) keeps it as long
   // as this many store-fulls (DRAM + flash) of newer blocks would. 0: plain LRU. Uses
   // survive a trip through flash, so a block promoted back keeps its standing.
-  double reuse_bonus = 0.6;
+  // kReuseBonusAuto (the default): learnt while the store runs, by simulating candidate
+  // bonuses on a sample of keys and following the best (engine/policy_tuner.h).
+  static constexpr double kReuseBonusAuto = -1;
+  double reuse_bonus = kReuseBonusAuto;
   // The background mover demotes blocks to flash to keep this share of DRAM free, so puts
   // rarely wait for eviction and flash hits find room to come back. Without a flash tier
   // nothing is kept free (an eviction is then only a drop).

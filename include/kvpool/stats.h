@@ -34,6 +34,10 @@ struct StoreStats {
   uint64_t crc_failures = 0;  // flash reads whose CRC did not match (answered as misses)
   uint64_t io_errors = 0;     // failed or short flash reads/writes (answered as misses)
   uint64_t stale_races = 0;   // flash reads that lost a race with region eviction
+  // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
+  // epochs the tuner has judged (0: fixed by the options).
+  double reuse_bonus_dram_fulls = 0;
+  uint64_t policy_epochs = 0;
   uint64_t index_entries = 0;
   uint64_t index_bytes = 0;  // DRAM held by the index tables
   LatencySummary put_latency, get_dram_latency, get_flash_latency;

@@ -4,6 +4,14 @@
 #include <bit>
 
 namespace kvpool::engine {
+namespace {
+constexpr uint64_t kGhostEpochMask = (1ull << 30) - 1;
+constexpr int kGhostWays = 4;  // one bucket: 32 bytes, half a cache line
+// 32 bits of the key other than those that chose the bucket, mixed; never 0 (empty).
+uint64_t GhostPrint(const BlockKey& key) {
+  return (((key.hi ^ (key.lo >> 32)) * 0x9E3779B97F4A7C15ull) >> 32) | 1;
+}
+}  // namespace
 
 Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options,
                                                    uint64_t flash_bytes) {
@@ -16,8 +24,12 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options,
   auto tier = std::unique_ptr<DramTier>(new DramTier(
       std::move(arena).value(), static_cast<uint32_t>(pages), static_cast<uint32_t>(pages),
       options.probation_fraction, options.admission == Admission::kProbation,
-      static_cast<uint64_t>(options.reuse_bonus *
-                            static_cast<double>(pages + flash_bytes / 4096))));
+      // An explicit bonus is in store-fulls (DRAM + flash); "auto" (negative) starts at 0
+      // and is set by the store's PolicyTuner.
+      options.reuse_bonus < 0
+          ? 0
+          : static_cast<uint64_t>(options.reuse_bonus *
+                                  static_cast<double>(pages + flash_bytes / 4096))));
   return tier;
 }
 
@@ -31,10 +43,12 @@ DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t m
       bonus_pages_(bonus_pages) {
   free_records_.reserve(max_records);
   for (uint32_t i = max_records; i > 0; --i) free_records_.push_back(i - 1);
-  uint64_t slots = std::bit_ceil<uint64_t>(std::max<uint64_t>(4096, uint64_t{max_records} * 4));
-  ghost_.reset(new std::atomic<uint64_t>[slots]);
-  for (uint64_t i = 0; i < slots; ++i) ghost_[i].store(0, std::memory_order_relaxed);
-  ghost_mask_ = slots - 1;
+  // Four ghost entries per page of DRAM (8 bytes each: 0.8% of the arena), at most 2^28.
+  ghost_slots_ = std::min<uint64_t>(
+      1ull << 28, std::bit_ceil<uint64_t>(std::max<uint64_t>(4096, uint64_t{max_records} * 4)));
+  ghost_.reset(new std::atomic<uint64_t>[ghost_slots_]);
+  for (uint64_t i = 0; i < ghost_slots_; ++i) ghost_[i].store(0, std::memory_order_relaxed);
+  ghost_mask_ = ghost_slots_ / kGhostWays - 1;
 }
 
 uint32_t DramTier::Allocate(uint32_t size) {
@@ -170,8 +184,19 @@ DramTier::HeapItem DramTier::HeapPopLocked() {
   return top;
 }
 
+void DramTier::SetBonus(double dram_fulls) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  bonus_pages_.store(static_cast<uint64_t>(dram_fulls * pages_.total_pages()),
+                     std::memory_order_relaxed);
+  RekeyHeapLocked();
+}
+
 void DramTier::MaybeCompactHeapLocked() {
   if (heap_.size() <= 2 * main_.count + 1024) return;
+  RekeyHeapLocked();
+}
+
+void DramTier::RekeyHeapLocked() {
   size_t kept = 0;
   for (const HeapItem& it : heap_) {
     const Record& r = records_[it.id];
@@ -186,19 +211,24 @@ void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
   Record& r = records_[id];
   Record& p = records_[parent];
   if (r.queue == kNone || p.queue == kNone || id == parent) return;
+  constexpr uint32_t kRecent = 4096;  // links; longer than any chain stored at once
   if (r.queue == kMain) {
-    // "Just now": within 1/16 of DRAM's worth of linking, longer than any chain stored at
-    // once. The child takes the parent's recency, with none of its past uses, and being
-    // pushed later it leaves first of equal keys.
+    // "Just now": the parent was used within 1/16 of DRAM's worth of linking, or was
+    // itself linked within the last kRecent links (a chain being stored: however long it
+    // is, all of it takes its head's recency; a window in pages alone cut chains longer
+    // than 1/16 of DRAM into segments whose head segment left first, leaving their tails
+    // unreachable). The child takes the parent's recency, keeping its own past uses, and
+    // being pushed later it leaves first of equal keys.
     uint64_t mine = r.last_use.load(std::memory_order_relaxed);
     uint64_t theirs = p.last_use.load(std::memory_order_relaxed);
-    if (theirs > mine || mine - theirs > pages_.total_pages() / 16 + 64) return;
+    bool parent_linked_now = p.queue == kMain && link_counter_ - p.link_seq <= kRecent;
+    if (theirs > mine || (mine - theirs > pages_.total_pages() / 16 + 64 && !parent_linked_now))
+      return;
     r.last_use.store(theirs, std::memory_order_relaxed);
     r.heap_seq = ++heap_counter_;
     HeapPushLocked({KeyOf(r), id, r.heap_seq});
     return;
   }
-  constexpr uint32_t kRecent = 4096;  // links; longer than any chain stored at once
   if (r.queue != p.queue || link_counter_ - p.link_seq > kRecent) return;
   // Probation is a FIFO: insert between the parent and its tail-side neighbour.
   RemoveLocked(small_, id);
@@ -259,21 +289,44 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
 }
 
 void DramTier::GhostInsert(const BlockKey& key, uint8_t uses) {
-  constexpr uint64_t kEpochMask = (1u << 30) - 1;
-  uint64_t epoch = ghost_epoch_.fetch_add(1, std::memory_order_relaxed) & kEpochMask;
-  uint64_t fp = key.hi >> 32;
+  // Four-way buckets, replacing the same key or else the oldest entry: close to a FIFO of
+  // the table's size (a direct-mapped table lost a quarter of its entries within a quarter
+  // of its size, which cost blocks coming back their past uses).
+  uint64_t epoch = ghost_epoch_.fetch_add(1, std::memory_order_relaxed) & kGhostEpochMask;
+  uint64_t fp = GhostPrint(key);
   uint64_t u = std::min(uses, kMaxUses);
-  ghost_[key.lo & ghost_mask_].store((fp << 32) | (u << 30) | epoch, std::memory_order_relaxed);
+  std::atomic<uint64_t>* bucket = &ghost_[(key.lo & ghost_mask_) * kGhostWays];
+  int victim = 0;
+  uint64_t oldest = 0;
+  for (int w = 0; w < kGhostWays; ++w) {
+    uint64_t v = bucket[w].load(std::memory_order_relaxed);
+    if (v == 0 || (v >> 32) == fp) {
+      victim = w;
+      break;
+    }
+    uint64_t age = (epoch - v) & kGhostEpochMask;
+    if (age > oldest) {
+      oldest = age;
+      victim = w;
+    }
+  }
+  // Races between inserters lose an entry at worst: a ghost is a hint.
+  bucket[victim].store((fp << 32) | (u << 30) | epoch, std::memory_order_relaxed);
 }
 
 int DramTier::GhostUses(const BlockKey& key) const {
-  constexpr uint32_t kEpochMask = (1u << 30) - 1;
-  uint64_t v = ghost_[key.lo & ghost_mask_].load(std::memory_order_relaxed);
-  if (v == 0 || (v >> 32) != (key.hi >> 32)) return -1;
-  uint32_t now = static_cast<uint32_t>(ghost_epoch_.load(std::memory_order_relaxed));
-  uint32_t age = (now - static_cast<uint32_t>(v)) & kEpochMask;
-  if (age >= ghost_window_.load(std::memory_order_relaxed)) return -1;
-  return static_cast<int>((v >> 30) & 3);
+  uint64_t fp = GhostPrint(key);
+  const std::atomic<uint64_t>* bucket = &ghost_[(key.lo & ghost_mask_) * kGhostWays];
+  uint64_t now = ghost_epoch_.load(std::memory_order_relaxed);
+  for (int w = 0; w < kGhostWays; ++w) {
+    uint64_t v = bucket[w].load(std::memory_order_relaxed);
+    if (v == 0 || (v >> 32) != fp) continue;
+    // Entries older than the table's size have been replaced in a FIFO; here they may
+    // linger in a quiet bucket, so they are aged out the same.
+    if (((now - v) & kGhostEpochMask) >= ghost_slots_) return -1;
+    return static_cast<int>((v >> 30) & 3);
+  }
+  return -1;
 }
 
 }  // namespace kvpool::engine

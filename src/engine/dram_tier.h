@@ -5,8 +5,9 @@
 // Yang et al., SOSP'23, with its main FIFO replaced). New blocks enter probation (or main
 // directly when probation is off); a block used while there moves to main. Main evicts
 // the lowest priority = last use + reuse bonus x past uses (at most 3), in a clock that
-// counts the pages linked: a block used again outlives newer one-time blocks, by
-// `reuse_bonus` store-fulls (DRAM + flash) of them per use. Hits store the clock and bump
+// counts the pages linked: a block used again outlives newer one-time blocks, by the
+// bonus's worth of them per use (fixed by the options, or set by the store's PolicyTuner;
+// SetBonus re-keys the heap, the one time keys may shrink). Hits store the clock and bump
 // the use count in the record (two relaxed atomics: no lock, no queue move on reads); the
 // heap keeps each record's key as of its push, a lower bound (keys only grow), and an
 // entry that surfaces with a stale key is pushed again with the current one.
@@ -102,6 +103,10 @@ class DramTier {
   // just now (the chain is being stored). An old parent (a shared system prompt not used
   // for long) leaves its new child's recency as it is.
   void PlaceBehind(uint32_t id, uint32_t parent);
+  // A new reuse bonus, in DRAM-fulls per past use (the policy tuner's choice): every main
+  // queue record is re-keyed at once, O(records).
+  void SetBonus(double dram_fulls);
+  uint64_t bonus_pages() const { return bonus_pages_.load(std::memory_order_relaxed); }
   // Leave whichever queue the record is in (no-op if none).
   void Unlink(uint32_t id);
 
@@ -121,7 +126,8 @@ class DramTier {
   void GhostInsert(const BlockKey& key, uint8_t uses = 0);
   // The ghost's past uses, or -1 if the key has none.
   int GhostUses(const BlockKey& key) const;
-  void SetGhostWindow(uint64_t blocks) { ghost_window_.store(blocks, std::memory_order_relaxed); }
+  // How many dropped blocks the ghost remembers (its slots).
+  uint64_t ghost_capacity() const { return ghost_slots_; }
 
   uint64_t capacity_bytes() const { return uint64_t{pages_.total_pages()} * 4096; }
   uint64_t free_bytes() const { return uint64_t{pages_.free_pages()} * 4096; }
@@ -145,7 +151,7 @@ class DramTier {
   void RemoveLocked(List& l, uint32_t id);
   uint64_t KeyOf(const Record& r) const {
     return r.last_use.load(std::memory_order_relaxed) +
-           bonus_pages_ * r.freq.load(std::memory_order_relaxed);
+           bonus_pages_.load(std::memory_order_relaxed) * r.freq.load(std::memory_order_relaxed);
   }
   // Main queue (the heap; main_ keeps only its counts).
   void PushMainLocked(uint32_t id);
@@ -154,6 +160,8 @@ class DramTier {
   HeapItem HeapPopLocked();
   // Drops entries that no longer name their record's place, when they outnumber the rest.
   void MaybeCompactHeapLocked();
+  // Rebuilds the heap from the records' current keys, dropping stale entries.
+  void RekeyHeapLocked();
 
   std::unique_ptr<mem::Arena> arena_;
   mem::PageAllocator pages_;
@@ -164,7 +172,9 @@ class DramTier {
 
   const bool probation_;
   const uint64_t probation_pages_;
-  const uint64_t bonus_pages_;  // clock ticks one past use is worth
+  // Clock ticks one past use is worth. Written under policy_mu_ (which then re-keys the
+  // heap: keys may shrink); read by KeyOf, always under policy_mu_.
+  std::atomic<uint64_t> bonus_pages_;
   std::mutex policy_mu_;
   List small_, main_;           // GUARDED_BY(policy_mu_)
   uint32_t link_counter_ = 0;   // GUARDED_BY(policy_mu_)
@@ -173,11 +183,13 @@ class DramTier {
   // Pages linked so far: the policy's clock. Written under policy_mu_, read by Touch.
   std::atomic<uint64_t> clock_{0};
 
-  // Ghost slots: fingerprint (high 32 bits) | past uses (2 bits) | insertion epoch (30 bits).
+  // Ghost slots, in buckets of four: fingerprint (high 32 bits, never 0) | past uses
+  // (2 bits) | insertion epoch (30 bits); 0 is empty. An entry counts for as many inserts
+  // as the table has slots (a FIFO's memory).
   std::unique_ptr<std::atomic<uint64_t>[]> ghost_;
-  uint64_t ghost_mask_ = 0;
+  uint64_t ghost_slots_ = 0;
+  uint64_t ghost_mask_ = 0;  // of bucket numbers
   std::atomic<uint64_t> ghost_epoch_{0};
-  std::atomic<uint64_t> ghost_window_{1 << 16};
 };
 
 }  // namespace kvpool::engine

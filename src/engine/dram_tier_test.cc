@@ -31,6 +31,7 @@ class PolicyModel {
   void Link(uint32_t id, uint32_t pages) {
     linked_[id] = {clock_, uses_[id], ++seq_, pages};
     clock_ += pages;
+    link_no_[id] = ++links_;
   }
   void Touch(uint32_t id) {
     ModelRecord& r = linked_.at(id);
@@ -40,8 +41,11 @@ class PolicyModel {
   void PlaceBehind(uint32_t id, uint32_t parent) {
     auto c = linked_.find(id), p = linked_.find(parent);
     if (c == linked_.end() || p == linked_.end() || id == parent) return;
-    if (p->second.last > c->second.last || c->second.last - p->second.last > total_pages_ / 16 + 64)
-      return;
+    // The parent was used just now (within 1/16 of DRAM's linking), or linked within the
+    // last 4096 links (a chain being stored, however long).
+    bool used_now = c->second.last - p->second.last <= total_pages_ / 16 + 64;
+    bool linked_now = links_ - link_no_[parent] <= 4096;
+    if (p->second.last > c->second.last || (!used_now && !linked_now)) return;
     c->second.last = p->second.last;
     c->second.seq = ++seq_;
   }
@@ -65,8 +69,9 @@ class PolicyModel {
 
  private:
   const uint64_t total_pages_, bonus_;
-  uint64_t clock_ = 0, seq_ = 0;
+  uint64_t clock_ = 0, seq_ = 0, links_ = 0;
   std::map<uint32_t, ModelRecord> linked_;
+  std::map<uint32_t, uint64_t> link_no_;
   std::map<uint32_t, uint8_t> uses_;
 };
 
@@ -170,6 +175,29 @@ TEST(DramTierPolicy, ABlockUsedAgainOutlivesNewerOneTimeBlocks) {
   EXPECT_EQ(v.id, hot);
 }
 
+// Issue 16: a chain longer than 1/16 of DRAM, stored at once, was cut into segments whose
+// recency grew along the chain, so the head segment left first and the rest of the chain
+// stayed in DRAM unreachable. Stored at once, a chain of any length leaves leaf first.
+TEST(DramTierPolicy, ALongChainStoredAtOnceLeavesLeafFirst) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);  // 1024 pages: 1/16 is 64 pages
+  o.admission = Admission::kAll;
+  o.reuse_bonus = 0;
+  auto tier = std::move(DramTier::Create(o)).value();
+  std::vector<uint32_t> chain;
+  for (int i = 0; i < 400; ++i) {  // 400 pages, six times the window in pages
+    uint32_t id = tier->Allocate(4096);
+    ASSERT_NE(id, kNoRecord);
+    tier->Link(id, false);
+    if (!chain.empty()) tier->PlaceBehind(id, chain.back());
+    chain.push_back(id);
+  }
+  for (size_t i = 0; i < chain.size(); ++i) {
+    DramTier::Victim v;
+    ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+    ASSERT_EQ(v.id, chain[chain.size() - 1 - i]) << i;
+  }
+}
+
 TEST(DramTierPolicy, GhostsRememberPastUses) {
   StoreOptions o = testing::SmallOptions(4 * kMiB);
   auto tier = std::move(DramTier::Create(o)).value();
@@ -181,10 +209,17 @@ TEST(DramTierPolicy, GhostsRememberPastUses) {
   EXPECT_EQ(tier->GhostUses(b), 0);
   EXPECT_EQ(tier->GhostUses(c), DramTier::kMaxUses);
   EXPECT_EQ(tier->GhostUses(testing::TestKey(4)), -1);
-  // A ghost is forgotten once the window of later ghosts has passed it.
-  tier->SetGhostWindow(10);
-  for (int i = 0; i < 10; ++i) tier->GhostInsert(testing::TestKey(100 + i));
+  // Like a FIFO of its size: every ghost of the last capacity() - 4*ways inserts is still
+  // there (a direct-mapped table had lost a quarter of them), and one older than
+  // capacity() inserts is forgotten.
+  const uint64_t cap = tier->ghost_capacity();
+  const uint64_t recent = cap / 2;
+  for (uint64_t i = 0; i < cap; ++i) tier->GhostInsert(testing::TestKey(1000 + i), 1);
+  size_t kept = 0;
+  for (uint64_t i = cap - recent; i < cap; ++i) kept += tier->GhostUses(testing::TestKey(1000 + i)) == 1;
+  EXPECT_GE(kept, recent * 97 / 100) << "of the " << recent << " latest";
   EXPECT_EQ(tier->GhostUses(a), -1);
+  EXPECT_EQ(tier->GhostUses(b), -1);
 }
 
 }  // namespace

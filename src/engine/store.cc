@@ -32,8 +32,8 @@ Status StoreOptions::Validate() const {
   if (probation_fraction < 0 || probation_fraction > 0.9) {
     return Status::InvalidArgument("probation_fraction must be in [0, 0.9]");
   }
-  if (!(reuse_bonus >= 0 && reuse_bonus <= 64)) {
-    return Status::InvalidArgument("reuse_bonus must be in [0, 64]");
+  if (!(reuse_bonus == kReuseBonusAuto || (reuse_bonus >= 0 && reuse_bonus <= 64))) {
+    return Status::InvalidArgument("reuse_bonus must be in [0, 64], or auto");
   }
   if (dram_free_target < 0 || dram_free_target > 0.5) {
     return Status::InvalidArgument("dram_free_target must be in [0, 0.5]");
@@ -117,6 +117,9 @@ std::string StoreStats::ToString() const {
     << gets << ", misses " << misses << ", erases " << erases << "\n";
   o << "demotions " << demotions << ", promotions " << promotions << ", admission drops "
     << admission_drops << ", prefetched " << prefetched << "/" << prefetch_requests << "\n";
+  o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
+    << (policy_epochs ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
+    << "\n";
   o << "crc failures " << crc_failures << ", io errors " << io_errors << ", stale races "
     << stale_races << ", index " << index_entries << " entries in " << index_bytes << " bytes\n";
   Lat(o, "put", put_latency);

@@ -25,6 +25,7 @@
 #include "engine/dram_tier.h"
 #include "engine/flash_log.h"
 #include "engine/index.h"
+#include "engine/policy_tuner.h"
 #include "io/device.h"
 #include "kvpool/store.h"
 
@@ -78,6 +79,9 @@ class TieredStore final : public Store {
   TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
               std::unique_ptr<io::Device> device);
   Status CheckSize(size_t size) const;
+  // True (counted as a re-put, and a use) if `key` is held: a put without overwrite is
+  // then answered Exists without allocating.
+  bool HeldAlready(const BlockKey& key, size_t size);
   BlockView PinResident(const BlockKey& key, size_t* flash_size);
   void ReadUnpinned(std::span<const BlockKey> keys, std::span<const size_t> sizes,
                     std::span<Result<BlockView>> out);
@@ -99,6 +103,14 @@ class TieredStore final : public Store {
   // prefetch (no caller buffer; nothing read when no DRAM record is free).
   void ReadFromFlash(std::span<FlashRead> reads, bool copy_out);
   void PromoteKeys(const std::vector<BlockKey>& keys);
+  size_t MatchPrefixInIndex(std::span<const BlockKey> chain);
+  // Shows an access to the policy tuner (if any, and if the key is sampled); applies its
+  // new choice. Call with no lock held.
+  void Observe(const BlockKey& key, uint32_t size, bool put) {
+    if (tuner_ && tuner_->Sampled(key) && tuner_->Access(key, (size + 4095) / 4096, put)) {
+      dram_->SetBonus(tuner_->bonus());
+    }
+  }
   void SweepStale(size_t slots);
   void MaybeWakeMover();
   void MoverLoop();
@@ -108,6 +120,7 @@ class TieredStore final : public Store {
   std::unique_ptr<DramTier> dram_;
   std::unique_ptr<io::Device> device_;
   std::unique_ptr<FlashLog> flash_;
+  std::unique_ptr<PolicyTuner> tuner_;  // null: the reuse bonus is fixed
   const uint64_t free_target_bytes_;
 
   mutable Counters c_;

@@ -323,9 +323,18 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         "touch the whole DRAM tier at start: no page-fault (or huge-page "
         "compaction) stalls on puts later (default true)"}},
       {"store.reuse_bonus",
-       {Number([](DaemonConfig* c, double d) { c->store.reuse_bonus = d; }, 0, 64),
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          if (auto* s = std::get_if<std::string>(&v); s && *s == "auto") {
+            c->store.reuse_bonus = StoreOptions::kReuseBonusAuto;
+            return Status::Ok();
+          }
+          Status s = Number([](DaemonConfig* c, double d) { c->store.reuse_bonus = d; }, 0, 64)(v, c);
+          if (!s.ok()) return Status::InvalidArgument("\"auto\" or a number in [0, 64]");
+          return s;
+        },
         "DRAM eviction: how many store-fulls (DRAM + flash) of newer blocks each past use "
-        "of a block outlives (default 0.6; 0: LRU)"}},
+        "of a block outlives; \"auto\" (default): learnt while running, by simulating "
+        "candidates on a sample of keys; 0: LRU"}},
       {"store.admission",
        {[](const Value& v, DaemonConfig* c) -> Status {
           auto s = AsString(v);

@@ -1,0 +1,184 @@
+#include "engine/policy_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvpool::engine {
+namespace {
+// Candidates, in DRAM-fulls of newer blocks one past use outlives: 0 (LRU) and 1/16 .. 4.
+constexpr double kCandidates[] = {0, 0.0625, 0.125, 0.25, 0.5, 1, 2, 4};
+constexpr uint64_t kSimPages = 64 * 1024;  // a simulation's target size, in pages
+constexpr uint8_t kMaxUses = 3;
+constexpr uint64_t kMinEpoch = 4096, kEpochPerBlock = 2;
+constexpr double kDecay = 0.75;
+constexpr double kMargin = 0.01;
+// Heap order for std::*_heap: the lowest priority comes out first.
+struct Later {
+  template <class T>
+  bool operator()(const T& a, const T& b) const {
+    return a.key != b.key ? a.key > b.key : a.seq < b.seq;  // ties: the later added first
+  }
+};
+uint64_t BlockId(const BlockKey& k) { return k.lo ^ (k.hi * 0xC2B2AE3D27D4EB4Full); }
+}  // namespace
+
+PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial) {
+  uint64_t rate = std::max<uint64_t>(1, dram_pages / kSimPages);
+  rate = std::min<uint64_t>(rate, 65536);
+  threshold_ = std::max<uint64_t>(1, 65536 / rate);
+  capacity_ = std::max<uint64_t>(1, dram_pages * threshold_ / 65536);
+  ghost_capacity_ = std::max<uint64_t>(16, ghost_blocks * threshold_ / 65536);
+  sims_.resize(std::size(kCandidates));
+  double best = 1e18;
+  for (size_t i = 0; i < sims_.size(); ++i) {
+    sims_[i].bonus = kCandidates[i];
+    sims_[i].bonus_pages = static_cast<uint64_t>(kCandidates[i] * static_cast<double>(capacity_));
+    double d = std::fabs(kCandidates[i] - initial);
+    if (d < best) {
+      best = d;
+      chosen_ = i;
+    }
+  }
+  bonus_.store(kCandidates[chosen_], std::memory_order_relaxed);
+}
+
+void PolicyTuner::Push(Sim& s, uint64_t block, const Entry& e) {
+  s.heap.push_back({e.last_use + s.bonus_pages * e.freq, block, e.seq});
+  std::push_heap(s.heap.begin(), s.heap.end(), Later{});
+  if (s.heap.size() > 2 * s.map.size() + 1024) {  // drop the stale items
+    size_t kept = 0;
+    for (const HeapItem& it : s.heap) {
+      auto f = s.map.find(it.block);
+      if (f != s.map.end() && f->second.seq == it.seq) s.heap[kept++] = it;
+    }
+    s.heap.resize(kept);
+    std::make_heap(s.heap.begin(), s.heap.end(), Later{});
+  }
+}
+
+bool PolicyTuner::EvictOne(Sim& s) {
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), Later{});
+    HeapItem top = s.heap.back();
+    s.heap.pop_back();
+    auto f = s.map.find(top.block);
+    if (f == s.map.end() || f->second.seq != top.seq) continue;  // erased or moved
+    Entry& e = f->second;
+    uint64_t key = e.last_use + s.bonus_pages * e.freq;
+    if (key > top.key) {  // used since pushed: goes back with its current priority
+      top.key = key;
+      s.heap.push_back(top);
+      std::push_heap(s.heap.begin(), s.heap.end(), Later{});
+      continue;
+    }
+    s.used -= e.pages;
+    s.evicted = true;
+    // The ghost remembers evicted blocks' uses as long as the DRAM tier's does.
+    s.ghost[top.block] = e.freq;
+    s.ghost_order.push_back(top.block);
+    while (s.ghost_order.size() > ghost_capacity_) {
+      s.ghost.erase(s.ghost_order.front());
+      s.ghost_order.pop_front();
+    }
+    s.map.erase(f);
+    return true;
+  }
+  return false;
+}
+
+bool PolicyTuner::AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add) {
+  auto f = s.map.find(block);
+  if (f != s.map.end()) {
+    Entry& e = f->second;
+    if (e.freq < kMaxUses) ++e.freq;
+    e.last_use = s.clock;  // priority only grows: the heap item is a lower bound
+    return true;
+  }
+  if (!add) return false;
+  Entry e;
+  e.pages = std::max<uint32_t>(1, pages);
+  if (e.pages > capacity_) return false;
+  while (s.used + e.pages > capacity_ && EvictOne(s)) {
+  }
+  auto g = s.ghost.find(block);
+  if (g != s.ghost.end()) e.freq = static_cast<uint8_t>(std::min<int>(kMaxUses, g->second + 1));
+  e.last_use = s.clock;
+  e.seq = ++s.seq;
+  s.used += e.pages;
+  s.added += e.pages;
+  s.map[block] = e;
+  Push(s, block, e);
+  return false;
+}
+
+bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  chains_ = true;
+  for (Sim& s : sims_) {
+    // The leading blocks held are the hits; then the whole chain is held, all with one
+    // last use, added in order (so a child, pushed later, leaves before its parent).
+    bool prefix = true;
+    for (const BlockKey& k : chain) {
+      bool held = AccessSim(s, BlockId(k), block_pages_, /*add=*/true);
+      prefix = prefix && held;
+      s.hits += prefix;
+    }
+    s.clock += s.added;  // the clock counts pages added, as the DRAM tier's does
+    s.added = 0;
+  }
+  return CountAndMaybeEndEpoch(chain.size());
+}
+
+bool PolicyTuner::Access(const BlockKey& key, uint32_t pages, bool put) {
+  uint64_t block = BlockId(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (put) block_pages_ = std::max<uint32_t>(1, pages);
+  if (chains_) return false;
+  for (Sim& s : sims_) {
+    s.hits += AccessSim(s, block, pages, put);
+    s.clock += s.added;
+    s.added = 0;
+  }
+  return CountAndMaybeEndEpoch(1);
+}
+
+bool PolicyTuner::CountAndMaybeEndEpoch(uint64_t accesses) {
+  epoch_accesses_ += accesses;
+  uint64_t epoch_len = std::max<uint64_t>(kMinEpoch, kEpochPerBlock * sims_[0].map.size());
+  if (epoch_accesses_ < epoch_len) return false;
+  size_t before = chosen_;
+  EndEpoch();
+  return chosen_ != before;
+}
+
+void PolicyTuner::EndEpoch() {
+  total_score_ = total_score_ * kDecay + static_cast<double>(epoch_accesses_);
+  epoch_accesses_ = 0;
+  size_t best = chosen_;
+  for (size_t i = 0; i < sims_.size(); ++i) {
+    Sim& s = sims_[i];
+    s.score = s.score * kDecay + static_cast<double>(s.hits);
+    s.hits = 0;
+  }
+  for (size_t i = 0; i < sims_.size(); ++i) {
+    if (sims_[i].score > sims_[best].score) best = i;
+  }
+  // Judged only once the simulations are full: before, every candidate holds everything.
+  bool full = std::all_of(sims_.begin(), sims_.end(), [](const Sim& s) { return s.evicted; });
+  if (full && sims_[best].score > sims_[chosen_].score * (1 + kMargin)) chosen_ = best;
+  bonus_.store(sims_[chosen_].bonus, std::memory_order_relaxed);
+  epochs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PolicyTuner::Erase(const BlockKey& key) {
+  uint64_t block = BlockId(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Sim& s : sims_) {
+    auto f = s.map.find(block);
+    if (f == s.map.end()) continue;
+    s.used -= f->second.pages;
+    s.map.erase(f);  // its heap item goes stale
+  }
+}
+
+}  // namespace kvpool::engine

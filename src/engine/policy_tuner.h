@@ -1,0 +1,125 @@
+// PolicyTuner: learns the DRAM tier's reuse bonus while the store runs.
+//
+// The bonus (how long a block's past uses keep it, see dram_tier.h) is worth 8 points of
+// hit ratio on one workload and costs 20 on another; a constant picked on one trace is
+// wrong for the next, and a pod's workload shifts during the day. So the store runs the
+// candidates beside itself, on a sample, and follows the best (miniature simulation:
+// Waldspurger et al., "Cache Modeling and Optimization using Miniature Simulations",
+// USENIX ATC'17; chosen over ARC/LeCaR-style gradient steps because it compares whole
+// policies on the same accesses, needs no learning rate, and cannot oscillate on the
+// order of arrivals):
+//
+// - Keys are sampled spatially (a hash of the key below a threshold), 1 in R with R set
+//   so a simulated cache holds about 64Ki pages (R = 1 below 256 MiB of DRAM). A sampled
+//   key's accesses all reach the simulations, so each sees a scaled-down copy of the
+//   workload's reuse structure; each simulation has DRAM's capacity / R.
+// - Each simulation is the main queue's rule (priority = last use + bonus x past uses,
+//   past uses remembered across an eviction by a ghost) with one candidate bonus, from 0
+//   (LRU) to 4 DRAM-fulls per use, spaced by factors of 2.
+// - Every epoch (accesses to twice the sampled blocks held, at least 4096) the hits are
+//   folded into a score that decays by 3/4 each epoch (a phase change is followed within
+//   a few epochs), and once the simulations are full the store switches to the best
+//   candidate if it beats the current one by more than 1% (no flapping between equals).
+//   It starts at 0 (LRU).
+//
+// What the simulations see. A KV cache is read by prefix: an engine matches a request's
+// chain of blocks, loads the leading blocks found and recomputes (then puts) the rest, so
+// a block held after a missing one is worth nothing. Where the store is asked for prefix
+// matches, a chain is sampled by its first block, and each simulation scores the length
+// of the prefix it holds, then holds the whole chain (touching the blocks it had, adding
+// the rest, parents outliving their children as in the DRAM tier). Where the store only
+// sees single keys (gets, puts), each access scores a hit if the simulation holds the
+// key, and a put adds it; that mode is used until the first sampled chain arrives.
+//
+// Thread safety: all methods are thread-safe (one mutex; only sampled keys take it).
+#ifndef KVPOOL_ENGINE_POLICY_TUNER_H_
+#define KVPOOL_ENGINE_POLICY_TUNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kvpool/key.h"
+
+namespace kvpool::engine {
+
+class PolicyTuner {
+ public:
+  // `dram_pages`: DRAM's capacity in 4 KiB pages; `ghost_blocks`: how many dropped blocks
+  // its ghost remembers (the simulations remember as many, scaled). `initial`: the
+  // candidate to start with, in DRAM-fulls per use (the nearest candidate is taken).
+  PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial);
+
+  bool Sampled(const BlockKey& key) const { return SampleHash(key) < threshold_; }
+  // A prefix lookup. REQUIRES: chain nonempty, Sampled(chain[0]). Returns true when it
+  // ended an epoch that changed the chosen bonus (as Access).
+  bool Chain(std::span<const BlockKey> chain);
+  // A single-key access. REQUIRES: Sampled(key). `put`: the block is stored now (added
+  // where absent). Returns true when this access ended an epoch that changed the chosen
+  // bonus. Once chains are seen, only notes the size of put blocks.
+  bool Access(const BlockKey& key, uint32_t pages, bool put);
+  // REQUIRES: Sampled(key).
+  void Erase(const BlockKey& key);
+
+  // The chosen bonus, in DRAM-fulls per past use.
+  double bonus() const { return bonus_.load(std::memory_order_relaxed); }
+  uint64_t epochs() const { return epochs_.load(std::memory_order_relaxed); }
+  // 1 in how many keys is simulated.
+  uint64_t sample_rate() const { return 65536 / threshold_; }
+
+ private:
+  struct Entry {
+    uint64_t last_use = 0;
+    uint32_t pages = 0, seq = 0;
+    uint8_t freq = 0;
+  };
+  struct HeapItem {
+    uint64_t key;
+    uint64_t block;
+    uint32_t seq;
+  };
+  struct Sim {
+    double bonus = 0;          // DRAM-fulls per use
+    uint64_t bonus_pages = 0;  // in the simulation's (scaled) pages
+    uint64_t used = 0, clock = 0, hits = 0;
+    uint64_t added = 0;  // pages added by the access under way
+    bool evicted = false;  // has been full
+    uint32_t seq = 0;
+    double score = 0;
+    std::unordered_map<uint64_t, Entry> map;
+    std::vector<HeapItem> heap;  // min priority on top; stale items skipped
+    std::unordered_map<uint64_t, uint8_t> ghost;  // evicted blocks' past uses
+    std::deque<uint64_t> ghost_order;
+  };
+  static uint64_t SampleHash(const BlockKey& key) {
+    return (((key.lo ^ key.hi) * 0x9E3779B97F4A7C15ull) >> 32) & 0xffff;
+  }
+  // Touches the block if held (returns true), else adds it if `add`.
+  bool AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add);
+  bool CountAndMaybeEndEpoch(uint64_t accesses);
+  bool EvictOne(Sim& s);  // false: nothing left to evict
+  void Push(Sim& s, uint64_t block, const Entry& e);
+  void EndEpoch();
+
+  uint64_t threshold_;  // of 65536
+  uint64_t capacity_;   // each simulation's capacity, in pages
+  uint64_t ghost_capacity_;  // evicted blocks each simulation remembers
+
+  std::mutex mu_;
+  std::vector<Sim> sims_;         // GUARDED_BY(mu_)
+  size_t chosen_ = 0;             // GUARDED_BY(mu_)
+  uint64_t epoch_accesses_ = 0;   // GUARDED_BY(mu_)
+  double total_score_ = 0;        // GUARDED_BY(mu_): decayed accesses
+  bool chains_ = false;           // GUARDED_BY(mu_): chain lookups seen
+  uint32_t block_pages_ = 1;      // GUARDED_BY(mu_): size of the last block put
+  std::atomic<double> bonus_{0};  // sims_[chosen_].bonus
+  std::atomic<uint64_t> epochs_{0};
+};
+
+}  // namespace kvpool::engine
+
+#endif  // KVPOOL_ENGINE_POLICY_TUNER_H_
