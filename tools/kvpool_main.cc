@@ -45,8 +45,11 @@ kvpool replay [options]
   --dram-share F        share of the capacity held in DRAM, rest on flash (default 0.5)
   --flash PATH          flash tier file, created and preallocated (default
                         kvpool-data/replay-flash.img); "none" for DRAM only
-  --admission MODE      all (default: every block leaving DRAM goes to flash) or
-                        probation (one-hit blocks leaving probation are dropped)
+  --admission MODE      budget (default: blocks leaving DRAM go to flash within the
+                        write budget, unread ones refused first when it runs low),
+                        all (always) or probation (unread blocks never written)
+  --flash-dwpd F        write budget of the budget admission, drive writes per day of
+                        the trace's own time (default 3; 0: unlimited)
   --probation F         share of DRAM for the probation queue (default 0.02: new
                         blocks pass through DRAM to flash, which acts as probation)
   --reuse-bonus F       DRAM eviction: how many store-fulls (DRAM + flash) of newer
@@ -117,12 +120,19 @@ int Replay(int argc, char** argv) {
     } else if (a == "--flash") {
       flash = v;
     } else if (a == "--admission") {
-      if (std::string(v) == "probation")
+      if (std::string(v) == "budget")
+        o.admission = kvpool::Admission::kBudget;
+      else if (std::string(v) == "probation")
         o.admission = kvpool::Admission::kProbation;
       else if (std::string(v) == "all")
         o.admission = kvpool::Admission::kAll;
       else
-        return Fail("--admission: probation or all");
+        return Fail("--admission: budget, probation or all");
+    } else if (a == "--flash-dwpd") {
+      char* end = nullptr;
+      o.flash_writes_per_day = std::strtod(v, &end);
+      if (end == v || *end || !(o.flash_writes_per_day >= 0 && o.flash_writes_per_day <= 1000))
+        return Fail("--flash-dwpd: a number in [0, 1000]");
     } else if (a == "--probation") {
       if (!ParseFraction(v, &o.probation_fraction) || o.probation_fraction > 0.9)
         return Fail("--probation: a fraction in (0, 0.9]");

@@ -1,6 +1,7 @@
 #include "replay.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -17,6 +18,11 @@ namespace kvpool::tools {
 namespace {
 
 // Chained keys of a request's block ids (each id stands for one block of tokens).
+// The trace's own time, for the flash write budget: a replay runs hours of trace in
+// seconds, and the budget is a rate of the workload's time, not the replay's.
+std::atomic<uint64_t> g_trace_ns{0};
+uint64_t TraceClock() { return g_trace_ns.load(std::memory_order_relaxed); }
+
 std::vector<BlockKey> KeysOf(const TraceRequest& r, const BlockKey& root) {
   std::vector<BlockKey> keys;
   keys.reserve(r.hash_ids.size());
@@ -70,6 +76,9 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
     so.flash_path = o.flash_path;
   }
   so.admission = o.admission;
+  so.flash_writes_per_day = o.flash_writes_per_day;
+  so.clock_ns = &TraceClock;
+  g_trace_ns.store(trace.empty() ? 0 : trace[0].timestamp_ms * 1'000'000);
   so.probation_fraction = o.probation_fraction;
   so.reuse_bonus = o.reuse_bonus;
   so.prefault = true;  // as kvpoold does: page faults paid at open, not inside the timed puts
@@ -86,6 +95,7 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   for (size_t ri = 0; ri < trace.size(); ++ri) {
     const TraceRequest& r = trace[ri];
     std::vector<BlockKey> keys = KeysOf(r, root);
+    g_trace_ns.store(std::max(g_trace_ns.load(), r.timestamp_ms * 1'000'000));
     res.tokens_total += r.input_length;
     size_t matched = store->MatchPrefix(keys);
     // Load the matched prefix (one batch: flash reads go out together).
@@ -187,11 +197,17 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "flash written (MiB)",
                 r.stats.flash.bytes_written / 1048576.0);
   s << line;
+  std::snprintf(line, sizeof line, "%-34s %14.3f\n", "  per byte put",
+                ratio(r.stats.flash.bytes_written, r.bytes_put));
+  s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "flash read (MiB)",
                 r.stats.flash.bytes_read / 1048576.0);
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14llu\n", "one-hit blocks kept off flash",
+  std::snprintf(line, sizeof line, "%-34s %14llu\n", "blocks refused by flash admission",
                 (unsigned long long)r.stats.admission_drops);
+  s << line;
+  std::snprintf(line, sizeof line, "%-34s %14llu\n", "  by the write budget",
+                (unsigned long long)r.stats.budget_drops);
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14llu\n", "wrong data returned (must be 0)",
                 (unsigned long long)r.wrong_data);
@@ -229,6 +245,8 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"tokens_total\":" << r.tokens_total << ",\"bytes_put\":" << r.bytes_put
     << ",\"bytes_got\":" << r.bytes_got
     << ",\"flash_bytes_written\":" << r.stats.flash.bytes_written
+    << ",\"admission_drops\":" << r.stats.admission_drops
+    << ",\"budget_drops\":" << r.stats.budget_drops
     << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"wrong_data\":" << r.wrong_data
     << ",\"seconds\":" << r.seconds << ",\"put_latency\":" << lat(r.stats.put_latency)
     << ",\"get_dram_latency\":" << lat(r.stats.get_dram_latency)

@@ -24,7 +24,8 @@ struct ReplayOptions {
   std::string flash_path;            // empty: DRAM only, with the whole capacity
   // The best tiered setting found on the Mooncake trace (docs/PERFORMANCE.md): its reuse
   // distances are long, so a small probation queue that drops one-hit blocks loses reuses.
-  Admission admission = Admission::kAll;
+  Admission admission = StoreOptions{}.admission;
+  double flash_writes_per_day = StoreOptions{}.flash_writes_per_day;
   double probation_fraction = 0.02;
   double reuse_bonus = StoreOptions{}.reuse_bonus;
   unsigned tokens_per_block = 512;

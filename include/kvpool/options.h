@@ -14,6 +14,11 @@ class StoreListener;  // store.h
 inline constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
 
 enum class Admission : unsigned char {
+  // Every block leaving DRAM is written to flash while the flash write budget
+  // (flash_writes_per_day) allows; as the budget runs low, blocks never read while in
+  // DRAM (left the probation FIFO unused) are refused first, then all. A refused block is
+  // dropped (a later miss). A put is found again while there is room and budget for it.
+  kBudget,
   // New blocks enter a small probation FIFO in DRAM; a block evicted from it unused is
   // dropped (never written to flash) and remembered in a ghost list, so a block seen again
   // soon enters the main queue directly. S3-FIFO's rule; it keeps one-hit blocks, 58-76% of
@@ -54,7 +59,13 @@ struct StoreOptions {
   uint64_t index_capacity = 1 << 20;
   unsigned index_shards = 64;
 
-  Admission admission = Admission::kProbation;
+  Admission admission = Admission::kBudget;
+  // kBudget's rate, in drive writes per day (flash_bytes per 24 h), the way endurance is
+  // rated; the budget's burst is one whole device. 0: unlimited.
+  double flash_writes_per_day = 3;
+  // Time source for the write budget, in nanoseconds (null: the steady clock). A replay
+  // passes its trace's time.
+  uint64_t (*clock_ns)() = nullptr;
   // Share of DRAM for the probation queue (S3-FIFO uses 10%).
   double probation_fraction = 0.1;
   // Eviction from DRAM's main queue: each past use of a block (up to 3) keeps it as long

@@ -29,7 +29,8 @@ struct StoreStats {
   uint64_t erases = 0;
   uint64_t demotions = 0;        // blocks written DRAM -> flash
   uint64_t promotions = 0;       // flash hits copied back into DRAM
-  uint64_t admission_drops = 0;  // one-hit blocks dropped from probation, never written
+  uint64_t admission_drops = 0;  // blocks leaving DRAM refused by flash admission, never written
+  uint64_t budget_drops = 0;     // of which refused by the flash write budget
   uint64_t prefetch_requests = 0, prefetched = 0;
   uint64_t crc_failures = 0;  // flash reads whose CRC did not match (answered as misses)
   uint64_t io_errors = 0;     // failed or short flash reads/writes (answered as misses)
@@ -37,6 +38,7 @@ struct StoreStats {
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
   // epochs the tuner has judged (0: fixed by the options).
   double reuse_bonus_dram_fulls = 0;
+  bool reuse_bonus_learnt = false;
   uint64_t policy_epochs = 0;
   uint64_t index_entries = 0;
   uint64_t index_bytes = 0;  // DRAM held by the index tables

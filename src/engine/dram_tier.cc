@@ -23,7 +23,11 @@ Result<std::unique_ptr<DramTier>> DramTier::Create(const StoreOptions& options,
   // One record per page is the most blocks the arena can hold.
   auto tier = std::unique_ptr<DramTier>(new DramTier(
       std::move(arena).value(), static_cast<uint32_t>(pages), static_cast<uint32_t>(pages),
-      options.probation_fraction, options.admission == Admission::kProbation,
+      // Probation tells one-hit blocks apart for flash admission: without flash only the
+      // explicit kProbation keeps it.
+      options.probation_fraction,
+      options.admission == Admission::kProbation ||
+          (options.admission == Admission::kBudget && flash_bytes > 0),
       // An explicit bonus is in store-fulls (DRAM + flash); "auto" (negative) starts at 0
       // and is set by the store's PolicyTuner.
       options.reuse_bonus < 0

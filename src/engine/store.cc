@@ -35,6 +35,9 @@ Status StoreOptions::Validate() const {
   if (!(reuse_bonus == kReuseBonusAuto || (reuse_bonus >= 0 && reuse_bonus <= 64))) {
     return Status::InvalidArgument("reuse_bonus must be in [0, 64], or auto");
   }
+  if (!(flash_writes_per_day >= 0 && flash_writes_per_day <= 1000)) {
+    return Status::InvalidArgument("flash_writes_per_day must be in [0, 1000]");
+  }
   if (dram_free_target < 0 || dram_free_target > 0.5) {
     return Status::InvalidArgument("dram_free_target must be in [0, 0.5]");
   }
@@ -116,9 +119,10 @@ std::string StoreStats::ToString() const {
   o << "puts " << puts << " (exists " << put_exists << ", rejected " << put_rejected << "), gets "
     << gets << ", misses " << misses << ", erases " << erases << "\n";
   o << "demotions " << demotions << ", promotions " << promotions << ", admission drops "
-    << admission_drops << ", prefetched " << prefetched << "/" << prefetch_requests << "\n";
+    << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/" << prefetch_requests << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
-    << (policy_epochs ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
+    << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)"
+                           : " (fixed)")
     << "\n";
   o << "crc failures " << crc_failures << ", io errors " << io_errors << ", stale races "
     << stale_races << ", index " << index_entries << " entries in " << index_bytes << " bytes\n";

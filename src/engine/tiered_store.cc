@@ -48,6 +48,11 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
                                                          static_cast<double>(options.dram_bytes))
                                  : 0) {
   if (device_) flash_ = std::make_unique<FlashLog>(device_->size(), options.region_bytes);
+  if (flash_ && options_.admission == Admission::kBudget && options_.flash_writes_per_day > 0) {
+    double cap = static_cast<double>(flash_->capacity_bytes());
+    budget_ = std::make_unique<WriteBudget>(cap * options_.flash_writes_per_day / 86400.0,
+                                            flash_->capacity_bytes(), options_.clock_ns);
+  }
   if (options_.reuse_bonus == StoreOptions::kReuseBonusAuto) {
     tuner_ = std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0);
     dram_->SetBonus(tuner_->bonus());
@@ -160,13 +165,27 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     // is written again (to the head): FIFO flash would otherwise lose hot blocks as fast
     // as cold ones. This is a caching choice, not garbage collection: no region is ever
     // copied to free space.
-    if (clean && r.used.load(std::memory_order_relaxed) &&
-        flash_->Age(e->flash_page()) > options_.flash_rewrite_age) {
+    bool rewrite = clean && r.used.load(std::memory_order_relaxed) &&
+                   flash_->Age(e->flash_page()) > options_.flash_rewrite_age;
+    bool one_hit = victims[i].one_hit;
+    bool write = flash_ && (!clean || rewrite) &&
+                 !(one_hit && options_.admission == Admission::kProbation);
+    bool refused = !write && flash_ && !clean && one_hit;
+    if (write && !may_write) {  // the read path only drops: a dirty block stays
+      dram_->Link(id, true);
+      continue;
+    }
+    if (write && budget_ && !budget_->Admit(uint64_t{r.pages} * 4096, /*used=*/!one_hit)) {
+      write = false;
+      refused = !clean;
+      if (refused) c_.budget_drops.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (write && rewrite) {
       clean = false;
       e->clear_flash();
     }
-    if (victims[i].one_hit || clean || !flash_) {
-      if (victims[i].one_hit) c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
+    if (!write) {
+      if (refused) c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
       if (clean) {
         e->set_in_dram(false);
         e->set_uses(dram_->Uses(id));
@@ -177,10 +196,6 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       }
       c_.dram_evictions.fetch_add(1, std::memory_order_relaxed);
       to_doom[nd++] = id;
-      continue;
-    }
-    if (!may_write) {
-      dram_->Link(id, true);
       continue;
     }
     dram_->Pin(id);  // held across the write so the pages stay put
@@ -873,12 +888,14 @@ StoreStats TieredStore::GetStats() const {
   s.demotions = ld(c_.demotions);
   s.promotions = ld(c_.promotions);
   s.admission_drops = ld(c_.admission_drops);
+  s.budget_drops = ld(c_.budget_drops);
   s.prefetch_requests = ld(c_.prefetch_requests);
   s.prefetched = ld(c_.prefetched);
   s.crc_failures = ld(c_.crc_failures);
   s.io_errors = ld(c_.io_errors);
   s.reuse_bonus_dram_fulls =
       static_cast<double>(dram_->bonus_pages()) / static_cast<double>(dram_->capacity_bytes() / 4096);
+  s.reuse_bonus_learnt = tuner_ != nullptr;
   if (tuner_) s.policy_epochs = tuner_->epochs();
   s.stale_races = ld(c_.stale_races);
   auto& idx = const_cast<Index&>(index_);

@@ -26,6 +26,7 @@
 #include "engine/flash_log.h"
 #include "engine/index.h"
 #include "engine/policy_tuner.h"
+#include "engine/write_budget.h"
 #include "io/device.h"
 #include "kvpool/store.h"
 
@@ -71,7 +72,7 @@ class TieredStore final : public Store {
   struct Counters {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
         dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
-        admission_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0}, io_errors{0},
+        admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0}, io_errors{0},
         stale_races{0};
   };
   struct FlashRead;
@@ -121,6 +122,7 @@ class TieredStore final : public Store {
   std::unique_ptr<io::Device> device_;
   std::unique_ptr<FlashLog> flash_;
   std::unique_ptr<PolicyTuner> tuner_;  // null: the reuse bonus is fixed
+  std::unique_ptr<WriteBudget> budget_;  // null: flash writes unlimited
   const uint64_t free_target_bytes_;
 
   mutable Counters c_;

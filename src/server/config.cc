@@ -339,15 +339,23 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
        {[](const Value& v, DaemonConfig* c) -> Status {
           auto s = AsString(v);
           if (!s.ok()) return s.status();
-          if (*s == "probation")
+          if (*s == "budget")
+            c->store.admission = Admission::kBudget;
+          else if (*s == "probation")
             c->store.admission = Admission::kProbation;
           else if (*s == "all")
             c->store.admission = Admission::kAll;
           else
-            return Status::InvalidArgument("\"probation\" or \"all\"");
+            return Status::InvalidArgument("\"budget\", \"probation\" or \"all\"");
           return Status::Ok();
         },
-        "flash admission: \"probation\" (S3-FIFO, default) or \"all\""}},
+        "flash admission: \"budget\" (default: every block DRAM pushes out goes to flash "
+        "within the write budget; unread blocks are refused first when it runs low), "
+        "\"probation\" (S3-FIFO: blocks never read in DRAM are never written) or \"all\""}},
+      {"store.flash_writes_per_day",
+       {Number([](DaemonConfig* c, double d) { c->store.flash_writes_per_day = d; }, 0, 1000),
+        "flash write budget of the \"budget\" admission, in drive writes per day, with "
+        "one whole device as the burst (default 3; 0: unlimited)"}},
   };
   return *fields;
 }
