@@ -1,76 +1,134 @@
 #include "engine/flash_log.h"
 
+#include <algorithm>
+
 namespace kvpool::engine {
+namespace {
+constexpr uint32_t kNone = ~0u;
+}  // namespace
 
 FlashLog::FlashLog(uint64_t device_bytes, uint64_t region_bytes)
     : pages_per_region_(static_cast<uint32_t>(region_bytes / 4096)),
       regions_(static_cast<uint32_t>(device_bytes / region_bytes)),
       gens_(new std::atomic<uint32_t>[regions_ ? regions_ : 1]),
-      region_blocks_(new uint32_t[regions_ ? regions_ : 1]()) {
-  for (uint32_t i = 0; i < (regions_ ? regions_ : 1); ++i) gens_[i].store(0);
+      region_blocks_(regions_ ? regions_ : 1, 0),
+      live_(regions_ ? regions_ : 1, 0),
+      entered_(regions_ ? regions_ : 1, 0),
+      spill_(regions_ ? regions_ : 1, 0),
+      from_(regions_ ? regions_ : 1, kNone) {
+  for (uint32_t i = 0; i < (regions_ ? regions_ : 1); ++i) {
+    gens_[i].store(0);
+    spill_[i] = i;
+  }
 }
 
 void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted) {
   // Bump before any new data is written: a reader that sees the old generation after its
   // read finished knows no overwrite had started.
   gens_[region].fetch_add(1, std::memory_order_acq_rel);
-  if (region_blocks_[region] > 0 || live_regions_ == regions_) {
-    blocks_.fetch_sub(region_blocks_[region], std::memory_order_relaxed);
-    region_blocks_[region] = 0;
+  if (entered_[region] != 0) {  // it held data once: an eviction
     evicted_.fetch_add(1, std::memory_order_relaxed);
     ++*evicted;
-  } else {
-    ++live_regions_;
   }
-  head_region_ = region;
+  blocks_.fetch_sub(region_blocks_[region], std::memory_order_relaxed);
+  region_blocks_[region] = 0;
+  live_total_ -= live_[region];
+  live_[region] = 0;
+  // Blocks that started here and continued into later regions are gone with it.
+  for (uint32_t r = region + 1; r <= spill_[region] && r < regions_; ++r) {
+    if (from_[r] == region) from_[r] = kNone;
+  }
+  spill_[region] = region;
+  entered_[region] = ++enter_seq_;
+}
+
+uint32_t FlashLog::PickRunLocked(uint32_t k) const {
+  uint32_t best = kNone;
+  uint64_t best_live = 0, best_age = 0;
+  for (uint32_t s = 0; s + k <= regions_; ++s) {
+    uint64_t live = 0, oldest = ~0ull;
+    bool ok = true;
+    for (uint32_t r = s; r < s + k && ok; ++r) {
+      ok = !(started_ && r == head_region_) && (from_[r] == kNone || from_[r] == s);
+      live += live_[r];
+      oldest = std::min(oldest, entered_[r]);
+    }
+    if (!ok) continue;
+    if (best == kNone || live < best_live || (live == best_live && oldest < best_age)) {
+      best = s;
+      best_live = live;
+      best_age = oldest;
+    }
+  }
+  return best;
 }
 
 bool FlashLog::Append(uint32_t pages, Extent* out, uint32_t* regions_evicted) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
-  if (pages == 0 || pages > total) return false;
+  if (pages == 0 || pages > total || regions_ < 2) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!started_) {
+  if (!started_ || head_ + pages > head_end_) {
+    uint32_t k = (pages + pages_per_region_ - 1) / pages_per_region_;
+    uint32_t s = PickRunLocked(k);
+    if (s == kNone) {
+      // Every run of k is pinned by blocks continuing into it (a device nearly all one
+      // huge block): take the run after the head and the regions those blocks start in.
+      s = (head_region_ + 1) % regions_;
+      if (s + k > regions_) s = 0;
+      for (uint32_t r = s; r < s + k; ++r) {
+        if (from_[r] != kNone && from_[r] != s) EnterRegionLocked(from_[r], regions_evicted);
+      }
+    }
+    for (uint32_t r = s; r < s + k; ++r) EnterRegionLocked(r, regions_evicted);
     started_ = true;
-    head_ = 0;
-    EnterRegionLocked(0, regions_evicted);
-  }
-  if (head_ + pages > total) {
-    // Skip the tail of the device: evict the remaining regions in ring order, then wrap.
-    for (uint32_t r = head_region_ + 1; r < regions_; ++r) EnterRegionLocked(r, regions_evicted);
-    head_ = 0;
-    EnterRegionLocked(0, regions_evicted);
+    head_ = uint64_t{s} * pages_per_region_;
+    head_end_ = uint64_t{s + k} * pages_per_region_;
+    head_region_ = s + k - 1;
   }
   out->page = static_cast<uint32_t>(head_);
-  uint32_t start_region = static_cast<uint32_t>(head_ / pages_per_region_);
-  out->gen = gens_[start_region].load(std::memory_order_relaxed);
+  uint32_t start = static_cast<uint32_t>(head_ / pages_per_region_);
+  uint32_t last = static_cast<uint32_t>((head_ + pages - 1) / pages_per_region_);
+  out->gen = gens_[start].load(std::memory_order_relaxed);
+  for (uint32_t r = start + 1; r <= last; ++r) from_[r] = start;
+  spill_[start] = std::max(spill_[start], last);
   head_ += pages;
-  // Enter every further region the block reaches, and the next one if the head now sits
-  // exactly on its boundary (so the next append finds its region already entered).
-  uint64_t last_page = head_ - 1;
-  uint32_t last_region = static_cast<uint32_t>(last_page / pages_per_region_);
-  for (uint32_t r = head_region_ + 1; r <= last_region; ++r) EnterRegionLocked(r, regions_evicted);
-  ++region_blocks_[start_region];
+  ++region_blocks_[start];
+  live_[start] += pages;
+  live_total_ += pages;
   blocks_.fetch_add(1, std::memory_order_relaxed);
-  if (head_ < total && head_ % pages_per_region_ == 0) {
-    EnterRegionLocked(static_cast<uint32_t>(head_ / pages_per_region_), regions_evicted);
-  } else if (head_ == total) {
-    head_ = 0;
-    EnterRegionLocked(0, regions_evicted);
-  }
   return true;
+}
+
+void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t region = page / pages_per_region_;
+  if (region >= regions_ || !Valid(page, gen)) return;
+  uint64_t n = std::min<uint64_t>(pages, live_[region]);
+  live_[region] -= n;
+  live_total_ -= n;
+  if (region_blocks_[region] > 0) {
+    --region_blocks_[region];
+    blocks_.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 double FlashLog::Age(uint32_t page) const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t total = uint64_t{regions_} * pages_per_region_;
-  uint64_t behind = head_ >= page ? head_ - page : head_ + total - page;
-  return static_cast<double>(behind) / static_cast<double>(total);
+  uint32_t region = page / pages_per_region_;
+  if (region >= regions_ || regions_ == 0) return 1;
+  uint64_t behind = enter_seq_ - entered_[region];
+  return std::min(1.0, static_cast<double>(behind) / static_cast<double>(regions_));
 }
 
 uint64_t FlashLog::used_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return uint64_t{live_regions_} * pages_per_region_ * 4096;
+  return live_total_ * 4096;
+}
+
+uint64_t FlashLog::live_pages(uint32_t region) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return region < regions_ ? live_[region] : 0;
 }
 
 }  // namespace kvpool::engine

@@ -1,16 +1,22 @@
-// The flash tier's space: a circular log of fixed-size regions over an io::Device.
+// The flash tier's space: a log of fixed-size regions over an io::Device.
 //
 // Blocks are appended at the head, page-aligned, never rewritten in place. When the head
-// enters a region it evicts it whole: the region's generation is bumped, which makes every
-// index entry that points into it stale (checked lazily at lookup and swept in the
-// background). Eviction therefore never reads the device and never moves live data:
-// bytes written to flash = bytes demoted from DRAM (write amplification 1.0).
+// needs a fresh region it takes the one holding the least live data (the oldest of equals)
+// and evicts it whole: the region's generation is bumped, which makes every index entry
+// that points into it stale (checked lazily at lookup and swept in the background).
+// Eviction never reads the device. Live data is counted per region: a block's pages are
+// live from its append until it is released (erased, overwritten, rewritten elsewhere) or
+// its region is evicted, so a region whose blocks were erased is reused first and keeps
+// nothing anyone wants; the oldest-first ring this replaced evicted regions full of live
+// blocks while erased ones waited their turn.
 //
-// A block may span regions; it takes the generation of the region it starts in, which is
-// the oldest of them and so evicted first. A block never wraps past the device's end: the
-// head skips to region 0 (evicting the skipped regions in ring order).
+// A block fits the rest of the head region, or starts a fresh run of regions: one region,
+// or as many consecutive ones as a block larger than a region needs (the tail of the
+// previous head region is left unused). A block takes the generation of the region it
+// starts in; the regions it continues into cannot be chosen for eviction before that one
+// (they would overwrite it while it still reads as valid).
 //
-// Thread safety: Append locks a mutex; Valid is lock-free.
+// Thread safety: Append, Release and the statistics lock a mutex; Valid is lock-free.
 #ifndef KVPOOL_ENGINE_FLASH_LOG_H_
 #define KVPOOL_ENGINE_FLASH_LOG_H_
 
@@ -18,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace kvpool::engine {
 
@@ -35,27 +42,45 @@ class FlashLog {
   bool Valid(uint32_t page, uint32_t gen) const {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
   }
+  // The block at (page, gen) of `pages` pages is no longer wanted (erased, overwritten,
+  // written again elsewhere): its pages stop counting as live. No-op if already stale.
+  void Release(uint32_t page, uint32_t gen, uint32_t pages);
 
-  // How far behind the head `page` lies, as a share of the log: near 1 = evicted soon.
+  // How long ago `page`'s region was filled, as a share of one pass over the log: near 1 =
+  // among the oldest (and, of regions equally live, evicted next).
   double Age(uint32_t page) const;
   uint32_t region_count() const { return regions_; }
   uint64_t capacity_bytes() const { return uint64_t{regions_} * pages_per_region_ * 4096; }
+  // Bytes of live blocks.
   uint64_t used_bytes() const;
   uint64_t blocks() const { return blocks_.load(std::memory_order_relaxed); }
   uint64_t regions_evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Live pages in `region` (tests).
+  uint64_t live_pages(uint32_t region) const;
 
  private:
+  // Evicts `region` (bumps its generation, drops its live count) and makes it the head's.
   void EnterRegionLocked(uint32_t region, uint32_t* evicted);
+  // The first of `k` consecutive regions to take next: least live data, oldest of equals,
+  // never the head region nor a region a live block continues into.
+  uint32_t PickRunLocked(uint32_t k) const;
 
   const uint32_t pages_per_region_;
   const uint32_t regions_;
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
-  std::unique_ptr<uint32_t[]> region_blocks_;  // GUARDED_BY(mu_)
   mutable std::mutex mu_;
-  uint64_t head_ = 0;          // GUARDED_BY(mu_): next free page
-  uint32_t head_region_ = 0;   // GUARDED_BY(mu_): region the head is in (entered)
-  bool started_ = false;       // GUARDED_BY(mu_)
-  uint32_t live_regions_ = 0;  // GUARDED_BY(mu_)
+  std::vector<uint32_t> region_blocks_;  // GUARDED_BY(mu_)
+  std::vector<uint64_t> live_;           // GUARDED_BY(mu_): live pages per region
+  std::vector<uint64_t> entered_;        // GUARDED_BY(mu_): enter_seq_ when last entered
+  std::vector<uint32_t> spill_;          // GUARDED_BY(mu_): last region its blocks reach
+  std::vector<uint32_t> from_;           // GUARDED_BY(mu_): start region continuing here,
+                                         // or kNone
+  uint64_t enter_seq_ = 0;               // GUARDED_BY(mu_)
+  uint64_t live_total_ = 0;              // GUARDED_BY(mu_)
+  uint64_t head_ = 0;                    // GUARDED_BY(mu_): next free page
+  uint64_t head_end_ = 0;                // GUARDED_BY(mu_): end of the head's run of regions
+  uint32_t head_region_ = 0;             // GUARDED_BY(mu_): the last region of that run
+  bool started_ = false;                 // GUARDED_BY(mu_)
   std::atomic<uint64_t> blocks_{0}, evicted_{0};
 };
 

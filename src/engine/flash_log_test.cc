@@ -8,9 +8,10 @@
 namespace kvpool::engine {
 namespace {
 
-// 4 regions of 16 pages. A model of the ring: a block stays valid until the head comes
-// back to its start region; blocks never overlap while valid; nothing wraps the end.
-TEST(FlashLog, RingOrderEvictionAndValidity) {
+// 4 regions of 16 pages. A model of the log: blocks never overlap while valid, nothing
+// passes the device's end, and a block released or not, spanning regions or not, is
+// never overwritten while it still reads as valid.
+TEST(FlashLog, NoValidBlockIsEverOverwritten) {
   FlashLog log(4 * 16 * 4096, 16 * 4096);
   ASSERT_EQ(log.region_count(), 4u);
   struct Live {
@@ -19,19 +20,24 @@ TEST(FlashLog, RingOrderEvictionAndValidity) {
   };
   std::vector<Live> all;
   std::mt19937 rng(5);
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; i < 4000; ++i) {
     uint32_t pages = 1 + rng() % 20;  // some span regions
     FlashLog::Extent ext;
     uint32_t ev;
     ASSERT_TRUE(log.Append(pages, &ext, &ev));
-    ASSERT_LE(ext.page + pages, 64u) << "a block wrapped past the end";
+    ASSERT_LE(ext.page + pages, 64u) << "a block passed the end";
     ASSERT_TRUE(log.Valid(ext.page, ext.gen));
     for (const Live& l : all) {
       if (!log.Valid(l.ext.page, l.ext.gen)) continue;
       bool overlap = ext.page < l.ext.page + l.pages && l.ext.page < ext.page + pages;
-      ASSERT_FALSE(overlap) << "new block overwrites a block still marked valid";
+      ASSERT_FALSE(overlap) << "new block overwrites a block still marked valid, step " << i;
     }
     all.push_back({ext, pages});
+    if (rng() % 3 == 0) {  // an erase
+      size_t j = rng() % all.size();
+      log.Release(all[j].ext.page, all[j].ext.gen, all[j].pages);
+      all.erase(all.begin() + static_cast<long>(j));
+    }
     if (all.size() > 64) all.erase(all.begin());
   }
   EXPECT_GT(log.regions_evicted(), 100u);
@@ -40,17 +46,59 @@ TEST(FlashLog, RingOrderEvictionAndValidity) {
   EXPECT_FALSE(log.Append(65, &ext, &ev)) << "larger than the device";
 }
 
-TEST(FlashLog, BlockLargerThanRegionSpans) {
+// Issue 16: erased bytes are free space. A region whose blocks were all released is the
+// next one taken, and the regions full of live blocks are kept.
+TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
+  FlashLog log(4 * 16 * 4096, 16 * 4096);
+  std::vector<FlashLog::Extent> blocks;
+  uint32_t ev;
+  for (int i = 0; i < 64; ++i) {  // four regions of sixteen one-page blocks
+    FlashLog::Extent e;
+    ASSERT_TRUE(log.Append(1, &e, &ev));
+    blocks.push_back(e);
+  }
+  EXPECT_EQ(log.used_bytes(), 64u * 4096);
+  uint32_t victim = blocks[20].page / 16;  // the second region taken
+  for (const auto& e : blocks) {
+    if (e.page / 16 == victim) log.Release(e.page, e.gen, 1);
+  }
+  EXPECT_EQ(log.live_pages(victim), 0u);
+  EXPECT_EQ(log.used_bytes(), 48u * 4096);
+  FlashLog::Extent next;
+  ASSERT_TRUE(log.Append(1, &next, &ev));
+  EXPECT_EQ(next.page / 16, victim);
+  for (const auto& e : blocks) {
+    if (e.page / 16 != victim) EXPECT_TRUE(log.Valid(e.page, e.gen)) << e.page;
+  }
+  // Released twice, or released once stale: counted once, never below zero.
+  log.Release(blocks[20].page, blocks[20].gen, 1);
+  EXPECT_EQ(log.used_bytes(), 49u * 4096);
+}
+
+TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   FlashLog log(8 * 4 * 4096, 4 * 4096);
   FlashLog::Extent a, b;
   uint32_t ev;
-  ASSERT_TRUE(log.Append(10, &a, &ev));  // regions 0..2
-  ASSERT_TRUE(log.Append(2, &b, &ev));
-  EXPECT_EQ(a.page, 0u);
-  EXPECT_EQ(b.page, 10u);
+  ASSERT_TRUE(log.Append(10, &a, &ev));  // a run of three regions
+  ASSERT_TRUE(log.Append(2, &b, &ev));   // the rest of the run's last region
+  EXPECT_EQ(b.page, a.page + 10);
   EXPECT_TRUE(log.Valid(a.page, a.gen));
-  // Fill until region 0 is entered again: the spanning block becomes stale.
-  for (int i = 0; i < 20 && log.Valid(a.page, a.gen); ++i) ASSERT_TRUE(log.Append(2, &b, &ev));
+  // Many small blocks, each erased at once: the log turns over the free regions and never
+  // takes a's run while a is live.
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(log.Append(2, &b, &ev));
+    EXPECT_FALSE(b.page < a.page + 10 && a.page < b.page + 2) << i;
+    log.Release(b.page, b.gen, 2);
+    ASSERT_TRUE(log.Valid(a.page, a.gen)) << i;
+  }
+  // Erased, its run is reused like any other.
+  log.Release(a.page, a.gen, 10);
+  bool reused = false;
+  for (int i = 0; i < 200 && !reused; ++i) {
+    ASSERT_TRUE(log.Append(2, &b, &ev));
+    reused = b.page < a.page + 10 && a.page < b.page + 2;
+  }
+  EXPECT_TRUE(reused);
   EXPECT_FALSE(log.Valid(a.page, a.gen));
 }
 

@@ -124,8 +124,15 @@ void TieredStore::PlaceBehindParent(uint32_t id, const BlockKey& parent) {
   if (p && p->in_dram()) dram_->PlaceBehind(id, p->aux);
 }
 
+void TieredStore::ReleaseFlashLocked(const IndexEntry& e) {
+  if (!e.on_flash() || !flash_) return;
+  uint32_t gen = e.in_dram() ? dram_->rec(e.aux).flash_gen : e.aux;
+  flash_->Release(e.flash_page(), gen, Pages(e.size()));
+}
+
 uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
   uint32_t doomed = kNoRecord;
+  ReleaseFlashLocked(*e);
   if (e->in_dram()) {
     doomed = e->aux;
     dram_->Unlink(doomed);
@@ -182,6 +189,7 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     }
     if (write && rewrite) {
       clean = false;
+      ReleaseFlashLocked(*e);  // the old copy: written again at the head
       e->clear_flash();
     }
     if (!write) {
@@ -250,6 +258,8 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
         c_.dram_evictions.fetch_add(1, std::memory_order_relaxed);
         doom = true;
       }
+      // Written for nothing (failed, or the block was erased or replaced meanwhile).
+      if (w.placed && !(ok && doom)) flash_->Release(w.ext.page, w.ext.gen, dram_->rec(w.id).pages);
     }
     if (doom) {
       dram_->Doom(w.id);
@@ -465,6 +475,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
         } else {
           (io_ok ? c_.crc_failures : c_.io_errors).fetch_add(1, std::memory_order_relaxed);
           // The flash copy is bad: forget it (a DRAM copy, if any, is still good).
+          ReleaseFlashLocked(*e);
           if (e->in_dram()) {
             e->clear_flash();
           } else {
@@ -625,6 +636,7 @@ void TieredStore::Clear() {
     Index::Shard& shard = index_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
     shard.EraseIf(0, shard.capacity(), [&](const IndexEntry& e) {
+      ReleaseFlashLocked(e);
       if (e.in_dram()) {
         dram_->Unlink(e.aux);
         doomed.push_back(e.aux);

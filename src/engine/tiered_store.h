@@ -1,15 +1,18 @@
 // TieredStore: the Store of include/kvpool/store.h, over a DramTier and (optionally) a
 // FlashLog on an io::Device.
 //
-// Lock order: index shard -> policy mutex -> allocator mutexes. No thread holds two
-// shard locks at once. Flash I/O is never done under a lock: records being written are
-// pinned, and flash reads are validated afterwards (CRC and region generation).
+// Lock order: index shard -> policy mutex -> allocator mutexes; index shard -> flash log
+// mutex. No thread holds two shard locks at once. Flash I/O is never done under a lock:
+// records being written are pinned, and flash reads are validated afterwards (CRC and
+// region generation).
 //
-// A block's life: Put -> DRAM (probation queue). Evicted from DRAM: dropped if it was a
-// one-hit block in probation (ghost remembers it), dropped if a valid flash copy exists,
-// else written to the flash log (demoted). A flash hit is read into a new DRAM record and
-// verified, then published as the DRAM copy (promoted; the flash copy stays valid, so a
-// later DRAM eviction of it costs no write).
+// A block's life: Put -> DRAM (probation queue). Evicted from DRAM: dropped if a valid
+// flash copy exists, else written to the flash log (demoted) unless flash admission
+// refuses it (the write budget, or kProbation's one-hit rule: then dropped, and the ghost
+// remembers it). A flash hit is read into a new DRAM record and verified, then published
+// as the DRAM copy (promoted; the flash copy stays valid, so a later DRAM eviction of it
+// costs no write). Erasing or overwriting a block releases its flash copy's pages, which
+// the log counts as free when it picks the next region to reuse.
 #ifndef KVPOOL_ENGINE_TIERED_STORE_H_
 #define KVPOOL_ENGINE_TIERED_STORE_H_
 
@@ -98,6 +101,8 @@ class TieredStore final : public Store {
   // REQUIRES: the shard lock of e->key. Removes the entry and unlinks its DRAM record,
   // which it returns (or kNoRecord) for the caller to Doom.
   uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e);
+  // REQUIRES: the shard lock of e.key. The entry's flash copy, if any, is no longer live.
+  void ReleaseFlashLocked(const IndexEntry& e);
   bool FlashValidLocked(const IndexEntry& e) const;
   void PlaceBehindParent(uint32_t id, const BlockKey& parent);
   // Reads flash-resident ops (one device batch), promoting into DRAM. copy_out false:
