@@ -35,6 +35,8 @@ struct StoreStats {
   uint64_t crc_failures = 0;  // flash reads whose CRC did not match (answered as misses)
   uint64_t io_errors = 0;     // failed or short flash reads/writes (answered as misses)
   uint64_t stale_races = 0;   // flash reads that lost a race with region eviction
+  uint64_t flash_compacted = 0;  // live blocks moved off a region so it could be reused
+  uint64_t flash_live_evicted = 0;  // live blocks evicted with their region (log full)
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
   // epochs the tuner has judged (0: fixed by the options).
   double reuse_bonus_dram_fulls = 0;

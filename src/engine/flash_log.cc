@@ -15,7 +15,9 @@ FlashLog::FlashLog(uint64_t device_bytes, uint64_t region_bytes)
       live_(regions_ ? regions_ : 1, 0),
       entered_(regions_ ? regions_ : 1, 0),
       spill_(regions_ ? regions_ : 1, 0),
-      from_(regions_ ? regions_ : 1, kNone) {
+      from_(regions_ ? regions_ : 1, kNone),
+      keys_(regions_ ? regions_ : 1),
+      empty_(regions_) {
   for (uint32_t i = 0; i < (regions_ ? regions_ : 1); ++i) {
     gens_[i].store(0);
     spill_[i] = i;
@@ -30,10 +32,13 @@ void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted) {
     evicted_.fetch_add(1, std::memory_order_relaxed);
     ++*evicted;
   }
+  live_evicted_.fetch_add(region_blocks_[region], std::memory_order_relaxed);
   blocks_.fetch_sub(region_blocks_[region], std::memory_order_relaxed);
   region_blocks_[region] = 0;
   live_total_ -= live_[region];
+  if (live_[region] > 0) empty_.fetch_add(1, std::memory_order_relaxed);
   live_[region] = 0;
+  keys_[region].clear();
   // Blocks that started here and continued into later regions are gone with it.
   for (uint32_t r = region + 1; r <= spill_[region] && r < regions_; ++r) {
     if (from_[r] == region) from_[r] = kNone;
@@ -63,7 +68,8 @@ uint32_t FlashLog::PickRunLocked(uint32_t k) const {
   return best;
 }
 
-bool FlashLog::Append(uint32_t pages, Extent* out, uint32_t* regions_evicted) {
+bool FlashLog::Append(uint32_t pages, const BlockKey& key, Extent* out,
+                      uint32_t* regions_evicted) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;
@@ -94,7 +100,9 @@ bool FlashLog::Append(uint32_t pages, Extent* out, uint32_t* regions_evicted) {
   spill_[start] = std::max(spill_[start], last);
   head_ += pages;
   ++region_blocks_[start];
+  if (live_[start] == 0) empty_.fetch_sub(1, std::memory_order_relaxed);
   live_[start] += pages;
+  keys_[start].push_back(key);
   live_total_ += pages;
   blocks_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -106,6 +114,7 @@ void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
   if (region >= regions_ || !Valid(page, gen)) return;
   uint64_t n = std::min<uint64_t>(pages, live_[region]);
   live_[region] -= n;
+  if (n > 0 && live_[region] == 0) empty_.fetch_add(1, std::memory_order_relaxed);
   live_total_ -= n;
   if (region_blocks_[region] > 0) {
     --region_blocks_[region];
@@ -124,6 +133,22 @@ double FlashLog::Age(uint32_t page) const {
 uint64_t FlashLog::used_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return live_total_ * 4096;
+}
+
+bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t best = kNone;
+  for (uint32_t r = 0; r < regions_; ++r) {
+    bool head = started_ && head_ / pages_per_region_ <= r && r <= head_region_;
+    if (head || live_[r] == 0 || from_[r] != kNone || spill_[r] != r) continue;
+    if (best == kNone || live_[r] < live_[best]) best = r;
+  }
+  // Moving a region 7/8 live frees an eighth: past that, compaction would write more than
+  // 8x what it frees, and the log is simply full (eviction drops instead).
+  if (best == kNone || live_[best] * 8 > uint64_t{pages_per_region_} * 7) return false;
+  *region = best;
+  *keys = keys_[best];
+  return true;
 }
 
 uint64_t FlashLog::live_pages(uint32_t region) const {

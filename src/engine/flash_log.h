@@ -26,6 +26,8 @@
 #include <mutex>
 #include <vector>
 
+#include "kvpool/key.h"
+
 namespace kvpool::engine {
 
 class FlashLog {
@@ -38,7 +40,8 @@ class FlashLog {
   };
   // Reserves `pages` pages at the head. Returns false when the block cannot fit in the
   // device at all. `*regions_evicted` counts regions this call evicted.
-  bool Append(uint32_t pages, Extent* out, uint32_t* regions_evicted);
+  // `key` is remembered in the region's list (what compaction looks up).
+  bool Append(uint32_t pages, const BlockKey& key, Extent* out, uint32_t* regions_evicted);
   bool Valid(uint32_t page, uint32_t gen) const {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
   }
@@ -55,8 +58,19 @@ class FlashLog {
   uint64_t used_bytes() const;
   uint64_t blocks() const { return blocks_.load(std::memory_order_relaxed); }
   uint64_t regions_evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Live blocks evicted with their region (the log was full of live data).
+  uint64_t live_blocks_evicted() const { return live_evicted_.load(std::memory_order_relaxed); }
   // Live pages in `region` (tests).
   uint64_t live_pages(uint32_t region) const;
+  // Regions holding no live block.
+  uint32_t empty_regions() const { return empty_.load(std::memory_order_relaxed); }
+  // The region compaction should empty next: the one with least live data that is not
+  // the head's and takes part in no block spanning regions. False if none has any, or if
+  // the least is more than 7/8 live (moving it would write more than 8x what it frees:
+  // the log is full, and eviction must drop). `keys` gets the keys appended there since it was entered (some
+  // since released or moved: the caller checks each against the index).
+  bool CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys) const;
+  uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
  private:
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's.
@@ -75,13 +89,15 @@ class FlashLog {
   std::vector<uint32_t> spill_;          // GUARDED_BY(mu_): last region its blocks reach
   std::vector<uint32_t> from_;           // GUARDED_BY(mu_): start region continuing here,
                                          // or kNone
+  std::vector<std::vector<BlockKey>> keys_;  // GUARDED_BY(mu_): appended since entered
   uint64_t enter_seq_ = 0;               // GUARDED_BY(mu_)
   uint64_t live_total_ = 0;              // GUARDED_BY(mu_)
   uint64_t head_ = 0;                    // GUARDED_BY(mu_): next free page
   uint64_t head_end_ = 0;                // GUARDED_BY(mu_): end of the head's run of regions
   uint32_t head_region_ = 0;             // GUARDED_BY(mu_): the last region of that run
   bool started_ = false;                 // GUARDED_BY(mu_)
-  std::atomic<uint64_t> blocks_{0}, evicted_{0};
+  std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
+  std::atomic<uint32_t> empty_{0};  // regions with live_ == 0
 };
 
 }  // namespace kvpool::engine

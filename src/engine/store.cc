@@ -124,6 +124,8 @@ std::string StoreStats::ToString() const {
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)"
                            : " (fixed)")
     << "\n";
+  o << "flash blocks moved by compaction " << flash_compacted << ", live blocks evicted "
+    << flash_live_evicted << "\n";
   o << "crc failures " << crc_failures << ", io errors " << io_errors << ", stale races "
     << stale_races << ", index " << index_entries << " entries in " << index_bytes << " bytes\n";
   Lat(o, "put", put_latency);

@@ -141,7 +141,103 @@ uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
   return doomed;
 }
 
+void TieredStore::CompactSome() {
+  // Three: the head's own region counts as empty until its first block lands. A batch of
+  // demotions can fill a region, and a region moved half live frees half of one, so this
+  // keeps going (a few regions at most) until the margin is back.
+  // Another thread compacting makes this one wait: its demotions need the space too.
+  if (!flash_ || flash_->empty_regions() >= 3) return;
+  std::lock_guard<std::mutex> guard(compact_mu_);
+  for (int i = 0; i < 8 && flash_->empty_regions() < 3; ++i) {
+    if (!CompactRegion()) break;
+  }
+}
+
+bool TieredStore::CompactRegion() {
+  uint32_t region;
+  std::vector<BlockKey> keys;
+  if (!flash_->CompactionCandidate(&region, &keys)) return false;
+  struct Move {
+    BlockKey key;
+    uint32_t page, gen, size, crc;
+    std::byte* buf;
+    FlashLog::Extent to;
+    bool ok;
+    bool stay;
+  };
+  std::vector<Move> moves;
+  for (const BlockKey& key : keys) {
+    Index::Shard& shard = index_.ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(key);
+    if (!e || !e->on_flash() || flash_->region_of(e->flash_page()) != region) continue;
+    if (!FlashValidLocked(*e)) continue;
+    if (e->in_dram()) {  // DRAM holds it: the flash copy is a spare, not worth moving
+      ReleaseFlashLocked(*e);
+      e->clear_flash();
+      continue;
+    }
+    moves.push_back({key, e->flash_page(), e->aux, e->size(), e->crc, nullptr, {}, false, false});
+  }
+  // Read them all, then give the region up: the head may take it for these very blocks.
+  std::vector<io::IoRequest> reqs;
+  for (Move& m : moves) {
+    m.buf = static_cast<std::byte*>(std::aligned_alloc(4096, uint64_t{Pages(m.size)} * 4096));
+    reqs.push_back({io::IoRequest::Op::kRead, uint64_t{m.page} * 4096, m.buf,
+                    Pages(m.size) * 4096, {}});
+  }
+  device_->Submit(reqs);
+  for (size_t i = 0; i < moves.size(); ++i) {
+    moves[i].ok = reqs[i].status.ok() && Crc32c(moves[i].buf, moves[i].size) == moves[i].crc;
+  }
+  reqs.clear();
+  for (Move& m : moves) {
+    // A move is a flash write like any other: within the budget, or the block stays where
+    // it is (and goes with its region if that is taken).
+    if (m.ok && budget_ && !budget_->Admit(uint64_t{Pages(m.size)} * 4096, /*used=*/true)) {
+      m.stay = true;
+      m.ok = false;
+      continue;
+    }
+    flash_->Release(m.page, m.gen, Pages(m.size));
+    uint32_t ev = 0;
+    if (m.ok && flash_->Append(Pages(m.size), m.key, &m.to, &ev)) {
+      reqs.push_back({io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf,
+                      Pages(m.size) * 4096, {}});
+    } else {
+      m.ok = false;
+    }
+  }
+  device_->Submit(reqs);
+  size_t ri = 0;
+  for (Move& m : moves) {
+    if (m.stay) {
+      std::free(m.buf);
+      continue;
+    }
+    bool written = m.ok && reqs[ri++].status.ok();
+    Index::Shard& shard = index_.ShardFor(m.key);
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      IndexEntry* e = shard.Find(m.key);
+      bool same = e && !e->in_dram() && e->on_flash() && e->flash_page() == m.page &&
+                  e->aux == m.gen;
+      if (same && written) {
+        e->set_flash(m.to.page);
+        e->aux = m.to.gen;
+        c_.compacted.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        if (m.ok) flash_->Release(m.to.page, m.to.gen, Pages(m.size));
+        if (same) shard.Erase(e);  // could not be moved: a miss from now on
+      }
+    }
+    std::free(m.buf);
+  }
+  return true;
+}
+
 size_t TieredStore::EvictSome(size_t max, bool may_write) {
+  if (may_write) CompactSome();
   DramTier::Victim victims[kEvictBatch];
   size_t n = dram_->PickVictims(std::min(max, kEvictBatch), victims);
   struct Write {
@@ -221,7 +317,7 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   for (size_t i = 0; i < nw; ++i) {
     Record& r = dram_->rec(writes[i].id);
     uint32_t ev = 0;
-    writes[i].placed = flash_->Append(r.pages, &writes[i].ext, &ev);
+    writes[i].placed = flash_->Append(r.pages, writes[i].key, &writes[i].ext, &ev);
     evicted_regions += ev;
     if (!writes[i].placed) continue;
     reqs[nr++] = {io::IoRequest::Op::kWrite,
@@ -910,6 +1006,8 @@ StoreStats TieredStore::GetStats() const {
   s.reuse_bonus_learnt = tuner_ != nullptr;
   if (tuner_) s.policy_epochs = tuner_->epochs();
   s.stale_races = ld(c_.stale_races);
+  s.flash_compacted = ld(c_.compacted);
+  if (flash_) s.flash_live_evicted = flash_->live_blocks_evicted();
   auto& idx = const_cast<Index&>(index_);
   s.index_entries = idx.Size();
   s.index_bytes = idx.Bytes();

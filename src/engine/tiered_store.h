@@ -76,7 +76,7 @@ class TieredStore final : public Store {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
         dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
         admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0}, io_errors{0},
-        stale_races{0};
+        stale_races{0}, compacted{0};
   };
   struct FlashRead;
 
@@ -118,6 +118,13 @@ class TieredStore final : public Store {
     }
   }
   void SweepStale(size_t slots);
+  // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the region with
+  // least live data to the head (read, verified, appended, written, re-pointed) so that
+  // region can be reused without losing them. Up to eight regions per call, until three
+  // are empty; one thread at a time (the others wait: they need the space too).
+  void CompactSome();
+  // Moves one region's live blocks (REQUIRES compact_mu_); false if no region qualifies.
+  bool CompactRegion();
   void MaybeWakeMover();
   void MoverLoop();
 
@@ -133,6 +140,7 @@ class TieredStore final : public Store {
   mutable Counters c_;
   Histogram put_hist_, get_dram_hist_, get_flash_hist_;
 
+  std::mutex compact_mu_;
   std::mutex sweep_mu_;
   unsigned sweep_shard_ = 0;  // GUARDED_BY(sweep_mu_)
   size_t sweep_slot_ = 0;     // GUARDED_BY(sweep_mu_)
