@@ -93,27 +93,39 @@ void TieredStore::MaybeWakeMover() {
 }
 
 uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
-  for (int attempt = 0; attempt < 64; ++attempt) {
+  // A put evicts until its block fits: a large block needs a contiguous run, which may
+  // take many evictions in a DRAM fragmented by small blocks (64 rounds of 32 victims
+  // used to give up with NoSpace while flash had room). When nothing can be evicted right
+  // now (victims pinned by readers or by demotions in flight) it waits for them, up to
+  // kPutWait. The read path (a promotion) only drops clean blocks and gives up soon.
+  constexpr uint64_t kPutWait = 2'000'000'000;  // ns
+  uint64_t deadline = 0;
+  for (int attempt = 0;; ++attempt) {
     uint32_t id = dram_->Allocate(size);
     if (id != kNoRecord) {
       MaybeWakeMover();
       return id;
     }
+    if (!may_write && attempt >= 64) return kNoRecord;
     // Inline eviction frees a batch (one policy lock, one device submit). Without flash
     // it frees at most 1/256 of the blocks held: 32 at once left a small cache 10% empty
     // for nothing (chat trace at 2%: 0.291 against 0.305 evicting one at a time). With
     // flash the slack is what a flash hit is promoted into without writing.
     size_t batch =
         flash_ ? kEvictBatch : std::clamp<size_t>(dram_->blocks() / 256, 1, kEvictBatch);
-    if (EvictSome(batch, may_write) == 0) {
-      // Nothing evictable now (all pinned, or all dirty on the read path): let the mover
-      // or in-flight demotions make progress, briefly.
+    if (EvictSome(batch, may_write) > 0) continue;
+    if (!may_write) {
       if (attempt > 8) return kNoRecord;
       MaybeWakeMover();
       std::this_thread::yield();
+      continue;
     }
+    uint64_t now = NowNanos();
+    if (deadline == 0) deadline = now + kPutWait;
+    if (now > deadline) return kNoRecord;
+    MaybeWakeMover();
+    std::this_thread::sleep_for(std::chrono::microseconds(attempt < 16 ? 0 : 100));
   }
-  return kNoRecord;
 }
 
 void TieredStore::PlaceBehindParent(uint32_t id, const BlockKey& parent) {
@@ -472,7 +484,7 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
   uint32_t id = AllocateRecord(static_cast<uint32_t>(size), /*may_write=*/true);
   if (id == kNoRecord) {
     c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
-    return Status::NoSpace("DRAM tier full: nothing evictable");
+    return Status::NoSpace("DRAM tier full: nothing evictable for 2 s (all pinned by readers)");
   }
   Reservation r;
   r.owner_ = this;
