@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config liburing-dev libxxhash-dev libisal-dev
       libgtest-dev libgmock-dev fio clang libclang-rt-14-dev
-      redis-server redis-tools memcached python3-redis
+      redis-server redis-tools memcached python3-redis prometheus
       etcd-server etcd-client nlohmann-json3-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-xxhash python3-torch
       libssl-dev libzmq3-dev libmsgpack-dev libdlpack-dev python3-zmq python3-msgpack python3-cbor2)

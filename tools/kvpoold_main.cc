@@ -30,6 +30,7 @@
 #include "kvpool/store.h"
 #include "net/socket.h"
 #include "server/config.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 namespace {
@@ -53,6 +54,9 @@ options:
   --data-dir DIR         lock file, socket and flash file live here (kvpool-data)
   --listen ADDR          native TCP address, host:port ("off" to disable)
   --resp-listen ADDR     RESP2 address, host:port ("off" to disable)
+  --metrics-listen ADDR  Prometheus metrics over HTTP (GET /metrics), host:port, e.g.
+                         127.0.0.1:7402; keep it on loopback or a trusted network
+                         (default off)
   --unix-socket PATH     same-host socket path ("off" to disable)
   --dram SIZE            DRAM tier, e.g. 8GiB
   --flash SIZE           flash tier size (0: DRAM only)
@@ -185,12 +189,13 @@ int main(int argc, char** argv) {
     if (a == "--config" || a == "--data-dir") {
       if (!value()) return Fail(a + " needs a value");
       if (a == "--data-dir") c.data_dir = argv[i];
-    } else if (a == "--listen" || a == "--resp-listen" || a == "--unix-socket" ||
-               a == "--flash-path" || a == "--ready-file") {
+    } else if (a == "--listen" || a == "--resp-listen" || a == "--metrics-listen" ||
+               a == "--unix-socket" || a == "--flash-path" || a == "--ready-file") {
       const char* v = value();
       if (!v) return Fail(a + " needs a value");
       if (a == "--listen") c.server.listen = OffOr(v);
       if (a == "--resp-listen") c.server.resp_listen = OffOr(v);
+      if (a == "--metrics-listen") c.metrics_listen = OffOr(v);
       if (a == "--unix-socket") {
         c.server.unix_path = OffOr(v);
         c.unix_socket = !c.server.unix_path.empty();
@@ -361,12 +366,25 @@ int main(int argc, char** argv) {
   if (!srv->reactor_nice_error().empty()) {
     Log("reactor priority left as it was: " + srv->reactor_nice_error());
   }
+  std::unique_ptr<kvpool::server::MetricsEndpoint> metrics;
+  if (!c.metrics_listen.empty()) {
+    kvpool::Store* st = store->get();
+    kvpool::server::Server* sv = srv.get();
+    auto m = kvpool::server::MetricsEndpoint::Start(c.metrics_listen, [st, sv] {
+      return kvpool::server::RenderMetrics(st->GetStats(), sv->GetStats());
+    });
+    if (!m.ok()) return Fail("cannot serve metrics: " + m.status().ToString());
+    metrics = std::move(m).value();
+    Log("metrics: http://" + c.metrics_listen.substr(0, c.metrics_listen.rfind(':')) + ":" +
+        std::to_string(metrics->port()) + "/metrics");
+  }
   if (!c.ready_file.empty()) {
     std::string tmp = c.ready_file + ".tmp";
     std::ofstream f(tmp);
     f << "{\"pid\": " << getpid() << ", \"port\": " << srv->port()
-      << ", \"resp_port\": " << srv->resp_port() << ", \"unix\": \"" << c.server.unix_path
-      << "\"}\n";
+      << ", \"resp_port\": " << srv->resp_port()
+      << ", \"metrics_port\": " << (metrics ? metrics->port() : 0) << ", \"unix\": \""
+      << c.server.unix_path << "\"}\n";
     f.close();
     std::rename(tmp.c_str(), c.ready_file.c_str());
   }

@@ -2,14 +2,24 @@
 #ifndef KVPOOL_STATS_H_
 #define KVPOOL_STATS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 namespace kvpool {
 
+// Upper bounds (microseconds) of the cumulative counts in LatencySummary::le: the buckets
+// of a Prometheus histogram, 1 us to 1 s.
+inline constexpr double kLatencyBoundsUs[] = {1,   2,    5,    10,   20,    50,    100,    200,
+                                              500, 1000, 2000, 5000, 10000, 50000, 100000, 1000000};
+inline constexpr size_t kLatencyBounds = std::size(kLatencyBoundsUs);
+
 struct LatencySummary {
   uint64_t count = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0, mean_us = 0;
+  // le[i]: how many took at most kLatencyBoundsUs[i] (within the histogram's 6.25%).
+  uint64_t le[kLatencyBounds] = {};
 };
 
 struct TierStats {
@@ -32,10 +42,10 @@ struct StoreStats {
   uint64_t admission_drops = 0;  // blocks leaving DRAM refused by flash admission, never written
   uint64_t budget_drops = 0;     // of which refused by the flash write budget
   uint64_t prefetch_requests = 0, prefetched = 0;
-  uint64_t crc_failures = 0;  // flash reads whose CRC did not match (answered as misses)
-  uint64_t io_errors = 0;     // failed or short flash reads/writes (answered as misses)
-  uint64_t stale_races = 0;   // flash reads that lost a race with region eviction
-  uint64_t flash_compacted = 0;  // live blocks moved off a region so it could be reused
+  uint64_t crc_failures = 0;        // flash reads whose CRC did not match (answered as misses)
+  uint64_t io_errors = 0;           // failed or short flash reads/writes (answered as misses)
+  uint64_t stale_races = 0;         // flash reads that lost a race with region eviction
+  uint64_t flash_compacted = 0;     // live blocks moved off a region so it could be reused
   uint64_t flash_live_evicted = 0;  // live blocks evicted with their region (log full)
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
   // epochs the tuner has judged (0: fixed by the options).

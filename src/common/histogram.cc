@@ -56,6 +56,18 @@ LatencySummary Histogram::Summary() const {
   s.max_us = static_cast<double>(max_.load(std::memory_order_relaxed)) / 1e3;
   s.mean_us = static_cast<double>(sum_.load(std::memory_order_relaxed)) / 1e3 /
               static_cast<double>(s.count);
+  // Cumulative counts by each bucket's middle value: a bucket counts under the first bound
+  // its middle does not exceed.
+  size_t bound = 0;
+  uint64_t seen = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    uint64_t n = buckets_[i].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    double mid_us = static_cast<double>(BucketMid(i)) / 1e3;
+    while (bound < kLatencyBounds && mid_us > kLatencyBoundsUs[bound]) s.le[bound++] = seen;
+    seen += n;
+  }
+  for (; bound < kLatencyBounds; ++bound) s.le[bound] = seen;
   return s;
 }
 

@@ -216,7 +216,8 @@ TEST(DramTierPolicy, GhostsRememberPastUses) {
   const uint64_t recent = cap / 2;
   for (uint64_t i = 0; i < cap; ++i) tier->GhostInsert(testing::TestKey(1000 + i), 1);
   size_t kept = 0;
-  for (uint64_t i = cap - recent; i < cap; ++i) kept += tier->GhostUses(testing::TestKey(1000 + i)) == 1;
+  for (uint64_t i = cap - recent; i < cap; ++i)
+    kept += tier->GhostUses(testing::TestKey(1000 + i)) == 1;
   EXPECT_GE(kept, recent * 97 / 100) << "of the " << recent << " latest";
   EXPECT_EQ(tier->GhostUses(a), -1);
   EXPECT_EQ(tier->GhostUses(b), -1);

@@ -120,7 +120,8 @@ TEST(FlashAdmission, UnlimitedAndProbationStillWork) {
   StoreOptions o = SmallOptions(4 * kMiB);
   o.flash_writes_per_day = 0;  // unlimited
   auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(16 * kMiB));
-  for (int i = 0; i < 1024; ++i) ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 8192)).ok());
+  for (int i = 0; i < 1024; ++i)
+    ASSERT_TRUE(s->Put(TestKey(i), TestValue(TestKey(i), 0, 8192)).ok());
   EXPECT_EQ(s->GetStats().admission_drops, 0u);
   StoreOptions bad = SmallOptions();
   bad.flash_writes_per_day = -1;

@@ -68,8 +68,7 @@ uint32_t FlashLog::PickRunLocked(uint32_t k) const {
   return best;
 }
 
-bool FlashLog::Append(uint32_t pages, const BlockKey& key, Extent* out,
-                      uint32_t* regions_evicted) {
+bool FlashLog::Append(uint32_t pages, const BlockKey& key, Extent* out, uint32_t* regions_evicted) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;

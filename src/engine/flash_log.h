@@ -67,8 +67,8 @@ class FlashLog {
   // The region compaction should empty next: the one with least live data that is not
   // the head's and takes part in no block spanning regions. False if none has any, or if
   // the least is more than 7/8 live (moving it would write more than 8x what it frees:
-  // the log is full, and eviction must drop). `keys` gets the keys appended there since it was entered (some
-  // since released or moved: the caller checks each against the index).
+  // the log is full, and eviction must drop). `keys` gets the keys appended there since it was
+  // entered (some since released or moved: the caller checks each against the index).
   bool CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys) const;
   uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
@@ -83,19 +83,19 @@ class FlashLog {
   const uint32_t regions_;
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
   mutable std::mutex mu_;
-  std::vector<uint32_t> region_blocks_;  // GUARDED_BY(mu_)
-  std::vector<uint64_t> live_;           // GUARDED_BY(mu_): live pages per region
-  std::vector<uint64_t> entered_;        // GUARDED_BY(mu_): enter_seq_ when last entered
-  std::vector<uint32_t> spill_;          // GUARDED_BY(mu_): last region its blocks reach
-  std::vector<uint32_t> from_;           // GUARDED_BY(mu_): start region continuing here,
-                                         // or kNone
+  std::vector<uint32_t> region_blocks_;      // GUARDED_BY(mu_)
+  std::vector<uint64_t> live_;               // GUARDED_BY(mu_): live pages per region
+  std::vector<uint64_t> entered_;            // GUARDED_BY(mu_): enter_seq_ when last entered
+  std::vector<uint32_t> spill_;              // GUARDED_BY(mu_): last region its blocks reach
+  std::vector<uint32_t> from_;               // GUARDED_BY(mu_): start region continuing here,
+                                             // or kNone
   std::vector<std::vector<BlockKey>> keys_;  // GUARDED_BY(mu_): appended since entered
-  uint64_t enter_seq_ = 0;               // GUARDED_BY(mu_)
-  uint64_t live_total_ = 0;              // GUARDED_BY(mu_)
-  uint64_t head_ = 0;                    // GUARDED_BY(mu_): next free page
-  uint64_t head_end_ = 0;                // GUARDED_BY(mu_): end of the head's run of regions
-  uint32_t head_region_ = 0;             // GUARDED_BY(mu_): the last region of that run
-  bool started_ = false;                 // GUARDED_BY(mu_)
+  uint64_t enter_seq_ = 0;                   // GUARDED_BY(mu_)
+  uint64_t live_total_ = 0;                  // GUARDED_BY(mu_)
+  uint64_t head_ = 0;                        // GUARDED_BY(mu_): next free page
+  uint64_t head_end_ = 0;                    // GUARDED_BY(mu_): end of the head's run of regions
+  uint32_t head_region_ = 0;                 // GUARDED_BY(mu_): the last region of that run
+  bool started_ = false;                     // GUARDED_BY(mu_)
   std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
   std::atomic<uint32_t> empty_{0};  // regions with live_ == 0
 };

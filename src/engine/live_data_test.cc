@@ -61,7 +61,8 @@ void RunEntriesUnderABudget(bool mover) {
       const Entry old = live[i];
       for (uint32_t b = 0; b < old.blocks; ++b) {
         ASSERT_TRUE(s->Erase(TestKey(old.first + b)).ok())
-            << "an accepted block was lost, entry " << n << "\n" << s->GetStats().ToString();
+            << "an accepted block was lost, entry " << n << "\n"
+            << s->GetStats().ToString();
       }
       live_bytes -= old.blocks * kBlock;
       live.erase(live.begin() + static_cast<long>(i));

@@ -86,12 +86,12 @@ class PolicyTuner {
     double bonus = 0;          // DRAM-fulls per use
     uint64_t bonus_pages = 0;  // in the simulation's (scaled) pages
     uint64_t used = 0, clock = 0, hits = 0;
-    uint64_t added = 0;  // pages added by the access under way
+    uint64_t added = 0;    // pages added by the access under way
     bool evicted = false;  // has been full
     uint32_t seq = 0;
     double score = 0;
     std::unordered_map<uint64_t, Entry> map;
-    std::vector<HeapItem> heap;  // min priority on top; stale items skipped
+    std::vector<HeapItem> heap;                   // min priority on top; stale items skipped
     std::unordered_map<uint64_t, uint8_t> ghost;  // evicted blocks' past uses
     std::deque<uint64_t> ghost_order;
   };
@@ -105,8 +105,8 @@ class PolicyTuner {
   void Push(Sim& s, uint64_t block, const Entry& e);
   void EndEpoch();
 
-  uint64_t threshold_;  // of 65536
-  uint64_t capacity_;   // each simulation's capacity, in pages
+  uint64_t threshold_;       // of 65536
+  uint64_t capacity_;        // each simulation's capacity, in pages
   uint64_t ghost_capacity_;  // evicted blocks each simulation remembers
 
   std::mutex mu_;

@@ -119,10 +119,10 @@ std::string StoreStats::ToString() const {
   o << "puts " << puts << " (exists " << put_exists << ", rejected " << put_rejected << "), gets "
     << gets << ", misses " << misses << ", erases " << erases << "\n";
   o << "demotions " << demotions << ", promotions " << promotions << ", admission drops "
-    << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/" << prefetch_requests << "\n";
+    << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/"
+    << prefetch_requests << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
-    << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)"
-                           : " (fixed)")
+    << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
     << "\n";
   o << "flash blocks moved by compaction " << flash_compacted << ", live blocks evicted "
     << flash_live_evicted << "\n";

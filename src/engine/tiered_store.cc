@@ -54,7 +54,8 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
                                             flash_->capacity_bytes(), options_.clock_ns);
   }
   if (options_.reuse_bonus == StoreOptions::kReuseBonusAuto) {
-    tuner_ = std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0);
+    tuner_ =
+        std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0);
     dram_->SetBonus(tuner_->bonus());
   }
   index_.set_listener(options.listener);
@@ -111,8 +112,7 @@ uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
     // it frees at most 1/256 of the blocks held: 32 at once left a small cache 10% empty
     // for nothing (chat trace at 2%: 0.291 against 0.305 evicting one at a time). With
     // flash the slack is what a flash hit is promoted into without writing.
-    size_t batch =
-        flash_ ? kEvictBatch : std::clamp<size_t>(dram_->blocks() / 256, 1, kEvictBatch);
+    size_t batch = flash_ ? kEvictBatch : std::clamp<size_t>(dram_->blocks() / 256, 1, kEvictBatch);
     if (EvictSome(batch, may_write) > 0) continue;
     if (!may_write) {
       if (attempt > 8) return kNoRecord;
@@ -195,8 +195,8 @@ bool TieredStore::CompactRegion() {
   std::vector<io::IoRequest> reqs;
   for (Move& m : moves) {
     m.buf = static_cast<std::byte*>(std::aligned_alloc(4096, uint64_t{Pages(m.size)} * 4096));
-    reqs.push_back({io::IoRequest::Op::kRead, uint64_t{m.page} * 4096, m.buf,
-                    Pages(m.size) * 4096, {}});
+    reqs.push_back(
+        {io::IoRequest::Op::kRead, uint64_t{m.page} * 4096, m.buf, Pages(m.size) * 4096, {}});
   }
   device_->Submit(reqs);
   for (size_t i = 0; i < moves.size(); ++i) {
@@ -214,8 +214,8 @@ bool TieredStore::CompactRegion() {
     flash_->Release(m.page, m.gen, Pages(m.size));
     uint32_t ev = 0;
     if (m.ok && flash_->Append(Pages(m.size), m.key, &m.to, &ev)) {
-      reqs.push_back({io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf,
-                      Pages(m.size) * 4096, {}});
+      reqs.push_back(
+          {io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf, Pages(m.size) * 4096, {}});
     } else {
       m.ok = false;
     }
@@ -232,8 +232,8 @@ bool TieredStore::CompactRegion() {
     {
       std::lock_guard<std::mutex> lock(shard.mu);
       IndexEntry* e = shard.Find(m.key);
-      bool same = e && !e->in_dram() && e->on_flash() && e->flash_page() == m.page &&
-                  e->aux == m.gen;
+      bool same =
+          e && !e->in_dram() && e->on_flash() && e->flash_page() == m.page && e->aux == m.gen;
       if (same && written) {
         e->set_flash(m.to.page);
         e->aux = m.to.gen;
@@ -283,8 +283,8 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     bool rewrite = clean && r.used.load(std::memory_order_relaxed) &&
                    flash_->Age(e->flash_page()) > options_.flash_rewrite_age;
     bool one_hit = victims[i].one_hit;
-    bool write = flash_ && (!clean || rewrite) &&
-                 !(one_hit && options_.admission == Admission::kProbation);
+    bool write =
+        flash_ && (!clean || rewrite) && !(one_hit && options_.admission == Admission::kProbation);
     bool refused = !write && flash_ && !clean && one_hit;
     if (write && !may_write) {  // the read path only drops: a dirty block stays
       dram_->Link(id, true);
@@ -1013,8 +1013,8 @@ StoreStats TieredStore::GetStats() const {
   s.prefetched = ld(c_.prefetched);
   s.crc_failures = ld(c_.crc_failures);
   s.io_errors = ld(c_.io_errors);
-  s.reuse_bonus_dram_fulls =
-      static_cast<double>(dram_->bonus_pages()) / static_cast<double>(dram_->capacity_bytes() / 4096);
+  s.reuse_bonus_dram_fulls = static_cast<double>(dram_->bonus_pages()) /
+                             static_cast<double>(dram_->capacity_bytes() / 4096);
   s.reuse_bonus_learnt = tuner_ != nullptr;
   if (tuner_) s.policy_epochs = tuner_->epochs();
   s.stale_races = ld(c_.stale_races);

@@ -75,8 +75,8 @@ class TieredStore final : public Store {
   struct Counters {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
         dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
-        admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0}, io_errors{0},
-        stale_races{0}, compacted{0};
+        admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0},
+        io_errors{0}, stale_races{0}, compacted{0};
   };
   struct FlashRead;
 
@@ -118,8 +118,8 @@ class TieredStore final : public Store {
     }
   }
   void SweepStale(size_t slots);
-  // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the region with
-  // least live data to the head (read, verified, appended, written, re-pointed) so that
+  // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the
+  // region with least live data to the head (read, verified, appended, written, re-pointed) so that
   // region can be reused without losing them. Up to eight regions per call, until three
   // are empty; one thread at a time (the others wait: they need the space too).
   void CompactSome();
@@ -133,7 +133,7 @@ class TieredStore final : public Store {
   std::unique_ptr<DramTier> dram_;
   std::unique_ptr<io::Device> device_;
   std::unique_ptr<FlashLog> flash_;
-  std::unique_ptr<PolicyTuner> tuner_;  // null: the reuse bonus is fixed
+  std::unique_ptr<PolicyTuner> tuner_;   // null: the reuse bonus is fixed
   std::unique_ptr<WriteBudget> budget_;  // null: flash writes unlimited
   const uint64_t free_target_bytes_;
 

@@ -202,6 +202,9 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.listen",
        {Str([](DaemonConfig* c, std::string s) { c->server.listen = s; }),
         "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
+      {"server.metrics_listen",
+       {Str([](DaemonConfig* c, std::string s) { c->metrics_listen = s == "off" ? "" : s; }),
+        "Prometheus metrics over HTTP, host:port, e.g. 127.0.0.1:7402 (default off)"}},
       {"server.resp_listen",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = s; }),
         "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"\" off)"}},
@@ -328,7 +331,8 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
             c->store.reuse_bonus = StoreOptions::kReuseBonusAuto;
             return Status::Ok();
           }
-          Status s = Number([](DaemonConfig* c, double d) { c->store.reuse_bonus = d; }, 0, 64)(v, c);
+          Status s =
+              Number([](DaemonConfig* c, double d) { c->store.reuse_bonus = d; }, 0, 64)(v, c);
           if (!s.ok()) return Status::InvalidArgument("\"auto\" or a number in [0, 64]");
           return s;
         },

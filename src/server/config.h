@@ -35,6 +35,8 @@ struct DaemonConfig {
   ClusterConfig cluster;
   KvEventsOptions events;  // [events]: vLLM-format KV events over ZeroMQ; off by default
   std::string ready_file;  // written once listening: {"pid":..,"port":..,"resp_port":..}
+  // Prometheus metrics over HTTP (GET /metrics), host:port; empty: off.
+  std::string metrics_listen;
 };
 
 // Defaults for this machine: DRAM tier = a quarter of MemAvailable (>= 64 MiB), flash tier

@@ -12,11 +12,21 @@ namespace {
 TEST(Config, TomlOverridesDefaults) {
   DaemonConfig c = MachineDefaults("d");
   EXPECT_GE(c.store.dram_bytes, 64 * kMiB);
+  EXPECT_EQ(c.store.reuse_bonus, StoreOptions::kReuseBonusAuto);  // learnt unless set
+  EXPECT_EQ(c.store.admission, Admission::kBudget);
+  EXPECT_TRUE(c.metrics_listen.empty());
+  DaemonConfig auto_bonus = c;
+  ASSERT_TRUE(
+      ApplyToml("[store]\nreuse_bonus = \"auto\"\nadmission = \"budget\"\n", &auto_bonus).ok());
+  EXPECT_EQ(auto_bonus.store.reuse_bonus, StoreOptions::kReuseBonusAuto);
+  EXPECT_FALSE(ApplyToml("[store]\nreuse_bonus = \"sometimes\"\n", &auto_bonus).ok());
+  EXPECT_FALSE(ApplyToml("[store]\nflash_writes_per_day = -1\n", &auto_bonus).ok());
   Status s = ApplyToml(R"(
 # comment
 [server]
 listen = "127.0.0.1:9000"   # trailing comment
 resp_listen = ""
+metrics_listen = "127.0.0.1:9402"
 max_batch = 16
 max_request_bytes = "64MiB"
 reactor_nice = -5
@@ -27,6 +37,7 @@ flash_bytes = 0
 admission = "all"
 huge_pages = false
 reuse_bonus = 0.25
+flash_writes_per_day = 1.5
 
 [cluster]
 etcd = "10.0.0.1:2379,10.0.0.2:2379"
@@ -53,6 +64,8 @@ namespaces = ["a/*", "shared"]
   EXPECT_EQ(c.store.admission, Admission::kAll);
   EXPECT_FALSE(c.store.huge_pages);
   EXPECT_EQ(c.store.reuse_bonus, 0.25);
+  EXPECT_EQ(c.store.flash_writes_per_day, 1.5);
+  EXPECT_EQ(c.metrics_listen, "127.0.0.1:9402");
   EXPECT_EQ(c.cluster.etcd, "10.0.0.1:2379,10.0.0.2:2379");
   EXPECT_EQ(c.cluster.member_id, "host7");
   EXPECT_EQ(c.cluster.capacity, 2 * kGiB * 1024);

@@ -1,0 +1,198 @@
+#include "server/metrics.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "net/socket.h"
+
+namespace kvpool::server {
+namespace {
+
+class Writer {
+ public:
+  // One HELP and TYPE line per family, then its samples.
+  void Family(const char* name, const char* type, const char* help) {
+    o_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    o_ << name;
+    if (!labels.empty()) o_ << "{" << labels << "}";
+    o_ << " " << buf << "\n";
+  }
+  void One(const char* name, const char* type, const char* help, double v) {
+    Family(name, type, help);
+    Sample(name, "", v);
+  }
+  void Histogram(const char* name, const char* help, const std::string& labels,
+                 const LatencySummary& l, bool family) {
+    if (family) Family(name, "histogram", help);
+    std::string sep = labels.empty() ? "" : ",";
+    for (size_t i = 0; i < kLatencyBounds; ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", kLatencyBoundsUs[i] / 1e6);
+      Sample(std::string(name) + "_bucket", labels + sep + "le=\"" + le + "\"",
+             static_cast<double>(l.le[i]));
+    }
+    Sample(std::string(name) + "_bucket", labels + sep + "le=\"+Inf\"",
+           static_cast<double>(l.count));
+    Sample(std::string(name) + "_sum", labels, l.mean_us * static_cast<double>(l.count) / 1e6);
+    Sample(std::string(name) + "_count", labels, static_cast<double>(l.count));
+  }
+  std::string str() const { return o_.str(); }
+
+ private:
+  std::ostringstream o_;
+};
+
+double D(uint64_t v) { return static_cast<double>(v); }
+
+}  // namespace
+
+std::string RenderMetrics(const StoreStats& s, const ServerStats& n) {
+  Writer w;
+  w.Family("kvpool_capacity_bytes", "gauge", "Bytes a tier can hold.");
+  w.Sample("kvpool_capacity_bytes", "tier=\"dram\"", D(s.dram.capacity_bytes));
+  w.Sample("kvpool_capacity_bytes", "tier=\"flash\"", D(s.flash.capacity_bytes));
+  w.Family("kvpool_used_bytes", "gauge", "Bytes held by a tier (flash: live blocks).");
+  w.Sample("kvpool_used_bytes", "tier=\"dram\"", D(s.dram.used_bytes));
+  w.Sample("kvpool_used_bytes", "tier=\"flash\"", D(s.flash.used_bytes));
+  w.Family("kvpool_blocks", "gauge", "Blocks with a copy in a tier.");
+  w.Sample("kvpool_blocks", "tier=\"dram\"", D(s.dram.blocks));
+  w.Sample("kvpool_blocks", "tier=\"flash\"", D(s.flash.blocks));
+  w.Family("kvpool_hits_total", "counter", "Gets served from a tier.");
+  w.Sample("kvpool_hits_total", "tier=\"dram\"", D(s.dram.hits));
+  w.Sample("kvpool_hits_total", "tier=\"flash\"", D(s.flash.hits));
+  w.One("kvpool_misses_total", "counter", "Gets of blocks not held.", D(s.misses));
+  w.One("kvpool_gets_total", "counter", "Gets (hits and misses).", D(s.gets));
+  w.One("kvpool_puts_total", "counter", "Blocks stored.", D(s.puts));
+  w.One("kvpool_puts_existing_total", "counter", "Puts of blocks already held.", D(s.put_exists));
+  w.One("kvpool_puts_rejected_total", "counter", "Puts refused (bad size, no room).",
+        D(s.put_rejected));
+  w.One("kvpool_erases_total", "counter", "Blocks erased.", D(s.erases));
+  w.Family("kvpool_evictions_total", "counter",
+           "DRAM: blocks dropped or demoted; flash: regions evicted.");
+  w.Sample("kvpool_evictions_total", "tier=\"dram\"", D(s.dram.evictions));
+  w.Sample("kvpool_evictions_total", "tier=\"flash\"", D(s.flash.evictions));
+  w.One("kvpool_demotions_total", "counter", "Blocks written from DRAM to flash.", D(s.demotions));
+  w.One("kvpool_promotions_total", "counter", "Flash hits copied back into DRAM.", D(s.promotions));
+  w.One("kvpool_admission_drops_total", "counter",
+        "Blocks leaving DRAM that flash admission refused.", D(s.admission_drops));
+  w.One("kvpool_write_budget_drops_total", "counter",
+        "Of those, refused by the flash write budget.", D(s.budget_drops));
+  w.One("kvpool_flash_written_bytes_total", "counter",
+        "Bytes written to flash (endurance: compare with the drive's rating).",
+        D(s.flash.bytes_written));
+  w.One("kvpool_flash_read_bytes_total", "counter", "Bytes read from flash.",
+        D(s.flash.bytes_read));
+  w.One("kvpool_flash_compacted_blocks_total", "counter",
+        "Live blocks moved so their region could be reused.", D(s.flash_compacted));
+  w.One("kvpool_flash_live_evicted_blocks_total", "counter",
+        "Live blocks evicted with their region (flash full).", D(s.flash_live_evicted));
+  w.One("kvpool_crc_failures_total", "counter",
+        "Flash reads whose CRC32C did not match (answered as misses).", D(s.crc_failures));
+  w.One("kvpool_io_errors_total", "counter", "Failed flash reads or writes.", D(s.io_errors));
+  w.One("kvpool_index_entries", "gauge", "Entries in the block index.", D(s.index_entries));
+  w.One("kvpool_policy_reuse_bonus", "gauge",
+        "DRAM eviction: DRAM-fulls of newer blocks one past use outlives (learnt or fixed).",
+        s.reuse_bonus_dram_fulls);
+  w.Histogram("kvpool_put_latency_seconds", "Put latency inside the store.", "", s.put_latency,
+              true);
+  w.Histogram("kvpool_get_latency_seconds", "Get latency inside the store, by tier.",
+              "tier=\"dram\"", s.get_dram_latency, true);
+  w.Histogram("kvpool_get_latency_seconds", "", "tier=\"flash\"", s.get_flash_latency, false);
+  w.One("kvpool_connections", "gauge", "Client connections open.", D(n.connections_open));
+  w.One("kvpool_connections_accepted_total", "counter", "Client connections accepted.",
+        D(n.connections_accepted));
+  w.One("kvpool_connections_refused_total", "counter",
+        "Client connections refused (over max_connections).", D(n.connections_refused));
+  w.One("kvpool_requests_total", "counter", "Requests served (native and RESP).", D(n.requests));
+  w.One("kvpool_protocol_errors_total", "counter", "Malformed requests.", D(n.protocol_errors));
+  w.One("kvpool_auth_failures_total", "counter", "Requests with a wrong or missing token.",
+        D(n.auth_failures));
+  w.Family("kvpool_network_bytes_total", "counter", "Bytes over client connections.");
+  w.Sample("kvpool_network_bytes_total", "direction=\"in\"", D(n.bytes_in));
+  w.Sample("kvpool_network_bytes_total", "direction=\"out\"", D(n.bytes_out));
+  return w.str();
+}
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& listen, std::function<std::string()> render) {
+  auto addr = net::ParseAddress(listen);
+  if (!addr.ok()) {
+    return Status::InvalidArgument("metrics listen address: " +
+                                   std::string(addr.status().message()));
+  }
+  if (addr->unix_socket) return Status::InvalidArgument("metrics listen address: TCP only");
+  auto fd = net::ListenTcp(*addr, 64);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint());
+  m->listen_fd_ = fd->release();
+  m->port_ = net::LocalPort(m->listen_fd_);
+  m->render_ = std::move(render);
+  MetricsEndpoint* self = m.get();
+  m->thread_ = std::thread([self] { self->Loop(); });
+  return m;
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+void MetricsEndpoint::Loop() {
+  while (!stop_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    int fd = accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) continue;
+    Serve(fd);
+    close(fd);
+  }
+}
+
+void MetricsEndpoint::Serve(int fd) {
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::string req;
+  char buf[2048];
+  while (req.size() < 8192 && req.find("\r\n\r\n") == std::string::npos) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return;  // closed, or silent for 2 s
+    req.append(buf, static_cast<size_t>(n));
+  }
+  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
+  if (req.rfind("GET /metrics ", 0) == 0 || req.rfind("GET /metrics?", 0) == 0) {
+    body = render_();
+    scrapes_.fetch_add(1, std::memory_order_relaxed);
+  } else if (req.rfind("GET / ", 0) == 0) {
+    type = "text/plain; charset=utf-8";
+    body = "kvpoold: metrics at /metrics (Prometheus text format)\n";
+  } else if (req.rfind("GET ", 0) == 0 || req.rfind("HEAD ", 0) == 0) {
+    status = "404 Not Found";
+    body = "not found: try /metrics\n";
+  } else {
+    status = req.find("\r\n\r\n") == std::string::npos ? "431 Request Header Fields Too Large"
+                                                       : "405 Method Not Allowed";
+    body = "only GET /metrics\n";
+  }
+  std::string out = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
+                    "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n\r\n" + body;
+  size_t off = 0;
+  while (off < out.size()) {
+    ssize_t n = send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace kvpool::server
