@@ -111,6 +111,64 @@ bool PolicyTuner::AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add) {
   return false;
 }
 
+namespace {
+constexpr size_t kMaxQueuedKeys = 1 << 16;  // 1 MiB of keys between two drains
+}  // namespace
+
+void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
+  std::unique_lock<std::mutex> lock(queue_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || queue_keys_.size() + chain.size() > kMaxQueuedKeys) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  queue_.push_back(
+      {static_cast<uint32_t>(queue_keys_.size()), static_cast<uint32_t>(chain.size()), 0, 0});
+  queue_keys_.insert(queue_keys_.end(), chain.begin(), chain.end());
+}
+
+void PolicyTuner::OfferAccess(const BlockKey& key, uint32_t pages, bool put) {
+  std::unique_lock<std::mutex> lock(queue_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || queue_keys_.size() >= kMaxQueuedKeys) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  queue_.push_back(
+      {static_cast<uint32_t>(queue_keys_.size()), 1, pages, static_cast<uint8_t>(put ? 2 : 1)});
+  queue_keys_.push_back(key);
+}
+
+void PolicyTuner::OfferErase(const BlockKey& key) {
+  std::lock_guard<std::mutex> lock(queue_mu_);  // not dropped: a stale block would linger
+  queue_.push_back({static_cast<uint32_t>(queue_keys_.size()), 1, 0, 3});
+  queue_keys_.push_back(key);
+}
+
+bool PolicyTuner::Drain() {
+  std::vector<BlockKey> keys;
+  std::vector<Queued> events;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    keys.swap(queue_keys_);
+    events.swap(queue_);
+  }
+  bool changed = false;
+  for (const Queued& q : events) {
+    std::span<const BlockKey> k(keys.data() + q.first, q.count);
+    switch (q.kind) {
+      case 0:
+        changed |= Chain(k);
+        break;
+      case 1:
+      case 2:
+        changed |= Access(k[0], q.pages, q.kind == 2);
+        break;
+      default:
+        Erase(k[0]);
+    }
+  }
+  return changed;
+}
+
 bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
   std::lock_guard<std::mutex> lock(mu_);
   chains_ = true;

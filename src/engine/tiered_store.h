@@ -113,9 +113,17 @@ class TieredStore final : public Store {
   // Shows an access to the policy tuner (if any, and if the key is sampled); applies its
   // new choice. Call with no lock held.
   void Observe(const BlockKey& key, uint32_t size, bool put) {
-    if (tuner_ && tuner_->Sampled(key) && tuner_->Access(key, (size + 4095) / 4096, put)) {
-      dram_->SetBonus(tuner_->bonus());
+    if (tuner_ && tuner_->Sampled(key)) {
+      tuner_->OfferAccess(key, (size + 4095) / 4096, put);
+      DrainTunerInline();
     }
+  }
+  // Without a mover thread the tuner's queue is drained by the caller (deterministic).
+  void DrainTunerInline() {
+    if (!mover_.joinable()) DrainTuner();
+  }
+  void DrainTuner() {
+    if (tuner_ && tuner_->Drain()) dram_->SetBonus(tuner_->bonus());
   }
   void SweepStale(size_t slots);
   // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the
