@@ -124,6 +124,7 @@ void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
   queue_.push_back(
       {static_cast<uint32_t>(queue_keys_.size()), static_cast<uint32_t>(chain.size()), 0, 0});
   queue_keys_.insert(queue_keys_.end(), chain.begin(), chain.end());
+  queued_keys_.store(static_cast<uint32_t>(queue_keys_.size()), std::memory_order_relaxed);
 }
 
 void PolicyTuner::OfferAccess(const BlockKey& key, uint32_t pages, bool put) {
@@ -135,6 +136,7 @@ void PolicyTuner::OfferAccess(const BlockKey& key, uint32_t pages, bool put) {
   queue_.push_back(
       {static_cast<uint32_t>(queue_keys_.size()), 1, pages, static_cast<uint8_t>(put ? 2 : 1)});
   queue_keys_.push_back(key);
+  queued_keys_.store(static_cast<uint32_t>(queue_keys_.size()), std::memory_order_relaxed);
 }
 
 void PolicyTuner::OfferErase(const BlockKey& key) {
@@ -150,6 +152,7 @@ bool PolicyTuner::Drain() {
     std::lock_guard<std::mutex> lock(queue_mu_);
     keys.swap(queue_keys_);
     events.swap(queue_);
+    queued_keys_.store(0, std::memory_order_relaxed);
   }
   bool changed = false;
   for (const Queued& q : events) {

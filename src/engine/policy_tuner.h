@@ -70,6 +70,8 @@ class PolicyTuner {
   // changed.
   bool Drain();
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // The queue is a quarter full: time to drain it.
+  bool backlog() const { return queued_keys_.load(std::memory_order_relaxed) >= (1u << 14); }
 
   // A prefix lookup. REQUIRES: chain nonempty, Sampled(chain[0]). Returns true when it
   // ended an epoch that changed the chosen bonus (as Access).
@@ -142,6 +144,7 @@ class PolicyTuner {
   std::vector<BlockKey> queue_keys_;  // GUARDED_BY(queue_mu_)
   std::vector<Queued> queue_;         // GUARDED_BY(queue_mu_)
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint32_t> queued_keys_{0};  // queue_keys_.size(), read without the lock
   std::atomic<uint64_t> epochs_{0};
 };
 

@@ -120,7 +120,11 @@ class TieredStore final : public Store {
   }
   // Without a mover thread the tuner's queue is drained by the caller (deterministic).
   void DrainTunerInline() {
-    if (!mover_.joinable()) DrainTuner();
+    if (!mover_.joinable()) {
+      DrainTuner();
+    } else if (tuner_->backlog() && !mover_wanted_.exchange(true, std::memory_order_acq_rel)) {
+      mover_cv_.notify_one();  // without flash nothing else wakes the mover
+    }
   }
   void DrainTuner() {
     if (tuner_ && tuner_->Drain()) dram_->SetBonus(tuner_->bonus());
