@@ -3,6 +3,8 @@
 #ifndef KVPOOL_TESTING_STORE_TESTING_H_
 #define KVPOOL_TESTING_STORE_TESTING_H_
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -27,7 +29,10 @@ inline StoreOptions SmallOptions(uint64_t dram = 8 * kMiB, bool mover = false) {
 // Through the public interface (Store), as callers see it.
 inline std::unique_ptr<Store> OpenStore(const StoreOptions& o, std::unique_ptr<io::Device> dev) {
   auto s = engine::TieredStore::Open(o, std::move(dev));
-  if (!s.ok()) return nullptr;
+  if (!s.ok()) {
+    ADD_FAILURE() << "open: " << s.status().ToString();
+    return nullptr;
+  }
   return std::unique_ptr<Store>(std::move(s).value());
 }
 

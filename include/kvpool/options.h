@@ -82,6 +82,12 @@ struct StoreOptions {
   // A block hit while in DRAM is written to flash again when leaving DRAM if its flash
   // copy is older than this share of the log (it would soon be evicted). 1 disables.
   double flash_rewrite_age = 0.5;
+  // Reopen the flash file or device with its blocks (warm restart): the index is rebuilt
+  // from the regions' summaries at open. False: start empty (the device is formatted anew).
+  bool flash_restore = true;
+  // At a clean close, write the blocks held only in DRAM to flash (past the write budget
+  // and admission), so that a restart finds them too.
+  bool flush_on_close = true;
   // Off: no background thread; eviction happens inline in put (deterministic, for tests).
   bool background_mover = true;
 

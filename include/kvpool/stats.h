@@ -47,6 +47,9 @@ struct StoreStats {
   uint64_t stale_races = 0;         // flash reads that lost a race with region eviction
   uint64_t flash_compacted = 0;     // live blocks moved off a region so it could be reused
   uint64_t flash_live_evicted = 0;  // live blocks evicted with their region (log full)
+  uint64_t flash_restored = 0;      // blocks found on the flash at open (warm restart)
+  uint64_t flash_regions_dropped = 0;  // regions whose summary was torn at open (blocks lost)
+  uint64_t flash_summary_bytes = 0;    // flash metadata written (summaries, superblock)
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
   // epochs the tuner has judged (0: fixed by the options).
   double reuse_bonus_dram_fulls = 0;

@@ -16,7 +16,19 @@
 // starts in; the regions it continues into cannot be chosen for eviction before that one
 // (they would overwrite it while it still reads as valid).
 //
-// Thread safety: Append, Release and the statistics lock a mutex; Valid is lock-free.
+// Persistence (the constructor over a device): each region's summary (flash_summary.h) is
+// written once the head has left the region and every write into it is over (sealed), and
+// written again whenever a block in a sealed region dies (erase, overwrite, move), before
+// the caller acknowledges: Release marks the block dead, Persist writes every summary
+// behind. A region taken again has its on-device summary invalidated before any new data
+// is written into it. Open rebuilds the log from the summaries alone, never reading data.
+// A block in a region not sealed at a crash is lost (a miss), never wrong.
+//
+// Thread safety: Append, Release, Written and the statistics lock a mutex; Valid is
+// lock-free. Summary writes are done outside it, each under its region's stripe lock (so
+// an older image never lands after a newer one); the one write made under it is the
+// single-page invalidation when a region whose summary is valid on the device is taken
+// (once per region of appends). Lock order: mu_ -> stripe.
 #ifndef KVPOOL_ENGINE_FLASH_LOG_H_
 #define KVPOOL_ENGINE_FLASH_LOG_H_
 
@@ -26,28 +38,62 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/flash_summary.h"
+#include "io/device.h"
 #include "kvpool/key.h"
+#include "kvpool/status.h"
 
 namespace kvpool::engine {
 
 class FlashLog {
  public:
+  // In memory only: nothing is written but the caller's data (tests, benches).
   FlashLog(uint64_t device_bytes, uint64_t region_bytes);
+  // Persistent over `device` (not owned), whose end holds the metadata; call Open first.
+  FlashLog(io::Device* device, uint64_t region_bytes);
+
+  // A block found at Open. `seq` orders copies of one key: the larger is newer.
+  struct Recovered {
+    BlockKey key;
+    uint32_t page = 0, gen = 0, size = 0, crc = 0;
+    uint64_t seq = 0;
+  };
+  struct OpenStats {
+    bool formatted = false;      // no usable metadata (new device, other geometry, !restore)
+    uint32_t regions_read = 0;   // regions with a valid summary
+    uint32_t regions_dropped = 0;  // summaries torn or inconsistent: dropped whole
+    uint64_t blocks = 0;
+  };
+  // Persistent log: reads the superblock and every region's summary (restore) into `out`
+  // (ascending seq), or formats the metadata (a new instance: older summaries are orphaned).
+  Status Open(bool restore, std::vector<Recovered>* out, OpenStats* stats);
 
   struct Extent {
     uint32_t page = 0;  // first device page
     uint32_t gen = 0;   // generation of the start region at append time
   };
   // Reserves `pages` pages at the head. Returns false when the block cannot fit in the
-  // device at all. `*regions_evicted` counts regions this call evicted.
-  // `key` is remembered in the region's list (what compaction looks up).
-  bool Append(uint32_t pages, const BlockKey& key, Extent* out, uint32_t* regions_evicted);
+  // device at all. `*regions_evicted` counts regions this call evicted. The block (key,
+  // size, CRC) enters its region's summary. Every successful Append must be followed by
+  // Written once the data write is over (failed or not: a failed one is Released first).
+  bool Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, Extent* out,
+              uint32_t* regions_evicted);
+  void Written(const Extent& ext);
   bool Valid(uint32_t page, uint32_t gen) const {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
   }
   // The block at (page, gen) of `pages` pages is no longer wanted (erased, overwritten,
-  // written again elsewhere): its pages stop counting as live. No-op if already stale.
+  // written again elsewhere): its pages stop counting as live, and its summary entry is
+  // dead (on the device at the next Persist). No-op if already stale.
   void Release(uint32_t page, uint32_t gen, uint32_t pages);
+  // Writes every summary that is behind (sealed regions, blocks released); returns when
+  // they are on the device. An erase is acknowledged after this. No-op in memory.
+  void Persist();
+  // The head stops being one (a clean close): its summary is written by the next Persist.
+  void Close();
+  bool persistent() const { return device_ != nullptr; }
+  const FlashGeometry& geometry() const { return geo_; }
+  uint64_t summary_bytes() const { return summary_bytes_.load(std::memory_order_relaxed); }
 
   // How long ago `page`'s region was filled, as a share of one pass over the log: near 1 =
   // among the oldest (and, of regions equally live, evicted next).
@@ -73,12 +119,31 @@ class FlashLog {
   uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
  private:
-  // Evicts `region` (bumps its generation, drops its live count) and makes it the head's.
+  struct Slot {
+    BlockKey key;
+    uint32_t page = 0;  // relative to the region
+    uint32_t size = 0, crc = 0;
+    bool dead = false;
+  };
+  FlashLog(io::Device* device, const FlashGeometry& geo);
+  // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
+  // invalidates its summary on the device if one is valid there.
   void EnterRegionLocked(uint32_t region, uint32_t* evicted);
+  bool InHeadLocked(uint32_t r) const {
+    return started_ && head_first_ <= r && r <= head_region_;
+  }
+  // A sealed region whose summary is behind: queued for Persist.
+  void MaybePendingLocked(uint32_t r);
+  void PersistRegion(uint32_t r);
+  std::mutex& Stripe(uint32_t r) { return stripes_[r % kStripes]; }
   // The first of `k` consecutive regions to take next: least live data, oldest of equals,
   // never the head region nor a region a live block continues into.
   uint32_t PickRunLocked(uint32_t k) const;
 
+  static constexpr uint32_t kStripes = 64;
+  io::Device* const device_;  // null: in memory only
+  const FlashGeometry geo_;
+  uint64_t instance_ = 0;
   const uint32_t pages_per_region_;
   const uint32_t regions_;
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
@@ -89,7 +154,17 @@ class FlashLog {
   std::vector<uint32_t> spill_;              // GUARDED_BY(mu_): last region its blocks reach
   std::vector<uint32_t> from_;               // GUARDED_BY(mu_): start region continuing here,
                                              // or kNone
-  std::vector<std::vector<BlockKey>> keys_;  // GUARDED_BY(mu_): appended since entered
+  std::vector<std::vector<Slot>> slots_;     // GUARDED_BY(mu_): appended since entered
+  std::vector<uint32_t> inflight_;           // GUARDED_BY(mu_): appends not yet Written
+  std::vector<uint64_t> ver_;                // GUARDED_BY(mu_): summary version in memory
+  std::vector<char> pending_flag_;           // GUARDED_BY(mu_)
+  std::vector<uint32_t> pending_;            // GUARDED_BY(mu_): regions to Persist
+  // Version of the summary on the device (0: none valid there). Written under the
+  // region's stripe lock.
+  std::unique_ptr<std::atomic<uint64_t>[]> disk_ver_;
+  std::unique_ptr<std::mutex[]> stripes_;
+  std::atomic<uint64_t> summary_bytes_{0};
+  uint32_t head_first_ = 0;                  // GUARDED_BY(mu_): first region of the head's run
   uint64_t enter_seq_ = 0;                   // GUARDED_BY(mu_)
   uint64_t live_total_ = 0;                  // GUARDED_BY(mu_)
   uint64_t head_ = 0;                        // GUARDED_BY(mu_): next free page

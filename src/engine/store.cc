@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/flash_summary.h"
 #include "engine/tiered_store.h"
 #include "io/uring_device.h"
 
@@ -52,8 +53,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (!s.ok()) return s;
   std::unique_ptr<io::Device> device;
   if (!options.flash_path.empty()) {
-    auto dev =
-        io::UringDevice::Open({options.flash_path, options.flash_bytes, options.io_queue_depth});
+    // flash_bytes of data; the region summaries (under 1%) come on top of it. A block
+    // device used whole (flash_bytes 0) holds them within.
+    uint64_t bytes = options.flash_bytes == 0 ? 0
+                                              : engine::FlashGeometry::DeviceBytesFor(
+                                                    options.flash_bytes, options.region_bytes);
+    auto dev = io::UringDevice::Open({options.flash_path, bytes, options.io_queue_depth});
     if (!dev.ok()) return dev.status();
     device = std::move(dev).value();
   }
@@ -126,6 +131,8 @@ std::string StoreStats::ToString() const {
     << "\n";
   o << "flash blocks moved by compaction " << flash_compacted << ", live blocks evicted "
     << flash_live_evicted << "\n";
+  o << "flash blocks restored at open " << flash_restored << ", regions dropped (torn) "
+    << flash_regions_dropped << ", metadata bytes written " << flash_summary_bytes << "\n";
   o << "crc failures " << crc_failures << ", io errors " << io_errors << ", stale races "
     << stale_races << ", index " << index_entries << " entries in " << index_bytes << " bytes\n";
   Lat(o, "put", put_latency);

@@ -32,8 +32,40 @@ Result<std::unique_ptr<TieredStore>> TieredStore::Open(const StoreOptions& optio
   }
   auto dram = DramTier::Create(options, device ? device->size() : 0);
   if (!dram.ok()) return dram.status();
-  return std::unique_ptr<TieredStore>(
+  std::unique_ptr<TieredStore> store(
       new TieredStore(options, std::move(dram).value(), std::move(device)));
+  s = store->Recover();
+  if (!s.ok()) return s;
+  return store;
+}
+
+Status TieredStore::Recover() {
+  if (!flash_) return Status::Ok();
+  std::vector<FlashLog::Recovered> found;
+  FlashLog::OpenStats st;
+  Status s = flash_->Open(options_.flash_restore, &found, &st);
+  if (!s.ok()) return s;
+  // Ascending sequence: a later copy of a key replaces an earlier one (same bytes: a
+  // rewrite or a compaction move whose old copy's death had not reached the device).
+  for (const FlashLog::Recovered& r : found) {
+    Index::Shard& shard = index_.ShardFor(r.key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(r.key);
+    if (e) {
+      flash_->Release(e->flash_page(), e->aux, Pages(e->size()));
+    } else {
+      e = shard.Insert(r.key);
+    }
+    e->crc = r.crc;
+    e->loc = 0;
+    e->set_size(r.size);
+    e->set_flash(r.page);
+    e->aux = r.gen;
+  }
+  flash_->Persist();
+  c_.restored.store(flash_->blocks(), std::memory_order_relaxed);
+  c_.regions_dropped.store(st.regions_dropped, std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
@@ -47,7 +79,7 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
       free_target_bytes_(device_ ? static_cast<uint64_t>(options.dram_free_target *
                                                          static_cast<double>(options.dram_bytes))
                                  : 0) {
-  if (device_) flash_ = std::make_unique<FlashLog>(device_->size(), options.region_bytes);
+  if (device_) flash_ = std::make_unique<FlashLog>(device_.get(), options.region_bytes);
   if (flash_ && options_.admission == Admission::kBudget && options_.flash_writes_per_day > 0) {
     double cap = static_cast<double>(flash_->capacity_bytes());
     budget_ = std::make_unique<WriteBudget>(cap * options_.flash_writes_per_day / 86400.0,
@@ -71,6 +103,20 @@ TieredStore::~TieredStore() {
     mover_cv_.notify_all();
     mover_.join();
   }
+  FlushForClose();
+}
+
+void TieredStore::FlushForClose() {
+  if (!flash_) return;
+  if (options_.flush_on_close) {
+    closing_.store(true, std::memory_order_relaxed);
+    // Every record leaves DRAM: clean ones are dropped, dirty ones written. Bounded: each
+    // round frees at least one record or ends the loop.
+    for (size_t rounds = dram_->blocks() + 16; rounds > 0 && dram_->blocks() > 0; --rounds) {
+      if (EvictSome(kEvictBatch, /*may_write=*/true) == 0) break;
+    }
+  }
+  flash_->Close();
 }
 
 Status TieredStore::CheckSize(size_t size) const {
@@ -136,15 +182,17 @@ void TieredStore::PlaceBehindParent(uint32_t id, const BlockKey& parent) {
   if (p && p->in_dram()) dram_->PlaceBehind(id, p->aux);
 }
 
-void TieredStore::ReleaseFlashLocked(const IndexEntry& e) {
-  if (!e.on_flash() || !flash_) return;
+bool TieredStore::ReleaseFlashLocked(const IndexEntry& e) {
+  if (!e.on_flash() || !flash_) return false;
   uint32_t gen = e.in_dram() ? dram_->rec(e.aux).flash_gen : e.aux;
   flash_->Release(e.flash_page(), gen, Pages(e.size()));
+  return true;
 }
 
-uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
+uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e, bool* flash) {
   uint32_t doomed = kNoRecord;
-  ReleaseFlashLocked(*e);
+  bool released = ReleaseFlashLocked(*e);
+  if (flash) *flash = released;
   if (e->in_dram()) {
     doomed = e->aux;
     dram_->Unlink(doomed);
@@ -153,14 +201,15 @@ uint32_t TieredStore::EraseEntryLocked(Index::Shard& shard, IndexEntry* e) {
   return doomed;
 }
 
-void TieredStore::CompactSome() {
+void TieredStore::CompactSome(uint32_t want) {
   // Three: the head's own region counts as empty until its first block lands. A batch of
   // demotions can fill a region, and a region moved half live frees half of one, so this
   // keeps going (a few regions at most) until the margin is back.
   // Another thread compacting makes this one wait: its demotions need the space too.
-  if (!flash_ || flash_->empty_regions() >= 3) return;
+  if (!flash_ || flash_->empty_regions() >= want) return;
   std::lock_guard<std::mutex> guard(compact_mu_);
-  for (int i = 0; i < 8 && flash_->empty_regions() < 3; ++i) {
+  for (uint32_t i = 0; i < std::max<uint32_t>(8, 2 * want) && flash_->empty_regions() < want;
+       ++i) {
     if (!CompactRegion()) break;
   }
 }
@@ -213,7 +262,7 @@ bool TieredStore::CompactRegion() {
       continue;
     }
     uint32_t ev = 0;
-    if (m.ok && flash_->Append(Pages(m.size), m.key, &m.to, &ev)) {
+    if (m.ok && flash_->Append(Pages(m.size), m.key, m.size, m.crc, &m.to, &ev)) {
       reqs.push_back(
           {io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf, Pages(m.size) * 4096, {}});
     } else {
@@ -246,8 +295,10 @@ bool TieredStore::CompactRegion() {
         flash_->Release(m.to.page, m.to.gen, Pages(m.size));  // moved for nothing
       }
     }
+    if (m.ok) flash_->Written(m.to);
     std::free(m.buf);
   }
+  flash_->Persist();  // the emptied region's summary says its blocks moved
   return true;
 }
 
@@ -258,6 +309,7 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   struct Write {
     uint32_t id;
     BlockKey key;
+    uint32_t crc;
     FlashLog::Extent ext;
     bool placed;
   };
@@ -286,14 +338,16 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     bool rewrite = clean && r.used.load(std::memory_order_relaxed) &&
                    flash_->Age(e->flash_page()) > options_.flash_rewrite_age;
     bool one_hit = victims[i].one_hit;
-    bool write =
-        flash_ && (!clean || rewrite) && !(one_hit && options_.admission == Admission::kProbation);
+    bool closing = closing_.load(std::memory_order_relaxed);
+    bool write = flash_ && (!clean || rewrite) &&
+                 (closing || !(one_hit && options_.admission == Admission::kProbation));
     bool refused = !write && flash_ && !clean && one_hit;
     if (write && !may_write) {  // the read path only drops: a dirty block stays
       dram_->Link(id, true);
       continue;
     }
-    if (write && budget_ && !budget_->Admit(uint64_t{r.pages} * 4096, /*used=*/!one_hit)) {
+    if (write && budget_ && !closing &&
+        !budget_->Admit(uint64_t{r.pages} * 4096, /*used=*/!one_hit)) {
       write = false;
       refused = !clean;
       if (refused) c_.budget_drops.fetch_add(1, std::memory_order_relaxed);
@@ -318,13 +372,20 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       continue;
     }
     dram_->Pin(id);  // held across the write so the pages stay put
-    writes[nw++] = {id, key, {}, false};
+    writes[nw++] = {id, key, e->crc, {}, false};
   }
   for (size_t i = 0; i < nd; ++i) {
     dram_->Doom(to_doom[i]);
   }
   freed += nd;
   if (nw == 0) return freed;
+  // The batch may fill several regions (large blocks, small regions): make room for all of
+  // it, so that appending it takes emptied regions rather than ones still holding live data.
+  uint64_t batch_pages = 0;
+  for (size_t i = 0; i < nw; ++i) batch_pages += dram_->rec(writes[i].id).pages;
+  uint64_t region_pages = options_.region_bytes / 4096;
+  CompactSome(static_cast<uint32_t>(std::min<uint64_t>(
+      (batch_pages + region_pages - 1) / region_pages + 2, flash_->region_count() / 2)));
 
   io::IoRequest reqs[kEvictBatch];
   size_t nr = 0;
@@ -332,7 +393,8 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   for (size_t i = 0; i < nw; ++i) {
     Record& r = dram_->rec(writes[i].id);
     uint32_t ev = 0;
-    writes[i].placed = flash_->Append(r.pages, writes[i].key, &writes[i].ext, &ev);
+    writes[i].placed =
+        flash_->Append(r.pages, writes[i].key, r.size, writes[i].crc, &writes[i].ext, &ev);
     evicted_regions += ev;
     if (!writes[i].placed) continue;
     reqs[nr++] = {io::IoRequest::Op::kWrite,
@@ -372,12 +434,14 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
       // Written for nothing (failed, or the block was erased or replaced meanwhile).
       if (w.placed && !(ok && doom)) flash_->Release(w.ext.page, w.ext.gen, dram_->rec(w.id).pages);
     }
+    if (w.placed) flash_->Written(w.ext);
     if (doom) {
       dram_->Doom(w.id);
     }
     dram_->Unpin(w.id);
     ++freed;
   }
+  flash_->Persist();  // summaries of regions this batch completed
   if (evicted_regions > 0) {
     SweepStale(
         static_cast<size_t>(evicted_regions) *
@@ -415,6 +479,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   r.key = key;
   Index::Shard& shard = index_.ShardFor(key);
   uint32_t replaced = kNoRecord;
+  bool replaced_flash = false;
   {
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
@@ -434,7 +499,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
       return Status::Exists();
     }
     if (e) {
-      replaced = EraseEntryLocked(shard, e);
+      replaced = EraseEntryLocked(shard, e, &replaced_flash);
     }
     IndexEntry* n = shard.Insert(key);
     n->crc = crc;
@@ -450,6 +515,8 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   if (replaced != kNoRecord) {
     dram_->Doom(replaced);
   }
+  // The old value's flash copy is dead on the device before the overwrite is acknowledged.
+  if (replaced_flash) flash_->Persist();
   PlaceBehindParent(id, options.parent);
   c_.puts.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
@@ -548,7 +615,8 @@ void TieredStore::Abort(Reservation& reservation) {
   reservation.owner_ = nullptr;
 }
 
-void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
+void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int attempt) {
+  std::vector<GetOp*> moved;  // lost a race with a move: read again where the block went
   std::vector<io::IoRequest> reqs;
   reqs.reserve(reads.size());
   std::vector<size_t> req_of(reads.size(), SIZE_MAX);
@@ -583,6 +651,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
       if (!crc_ok) {
         if (!same) {
           c_.stale_races.fetch_add(1, std::memory_order_relaxed);
+          if (e && fr.op && copy_out && attempt < 2) moved.push_back(fr.op);
         } else {
           (io_ok ? c_.crc_failures : c_.io_errors).fetch_add(1, std::memory_order_relaxed);
           // The flash copy is bad: forget it (a DRAM copy, if any, is still good).
@@ -616,7 +685,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
       fr.op->status = Status::Ok();
       c_.flash_hits.fetch_add(1, std::memory_order_relaxed);
       get_flash_hist_.Record(NowNanos() - fr.start_ns);
-    } else if (fr.op) {
+    } else if (fr.op && std::find(moved.begin(), moved.end(), fr.op) == moved.end()) {
       fr.op->status = Status::NotFound();
       c_.misses.fetch_add(1, std::memory_order_relaxed);
     }
@@ -629,6 +698,12 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out) {
     } else {
       std::free(fr.buf);
     }
+  }
+  if (!moved.empty()) {
+    std::vector<GetOp> again;
+    for (GetOp* op : moved) again.push_back(*op);
+    GetBatchAttempt(again, attempt + 1);
+    for (size_t i = 0; i < moved.size(); ++i) *moved[i] = std::move(again[i]);
   }
 }
 
@@ -756,13 +831,16 @@ void TieredStore::Clear() {
     });
   }
   for (uint32_t id : doomed) dram_->Doom(id);
+  if (flash_) flash_->Persist();
 }
 
-void TieredStore::GetBatch(std::span<GetOp> ops) {
+void TieredStore::GetBatch(std::span<GetOp> ops) { GetBatchAttempt(ops, 0); }
+
+void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
   std::vector<FlashRead> flash_reads;
   for (GetOp& op : ops) {
     uint64_t t0 = NowNanos();
-    c_.gets.fetch_add(1, std::memory_order_relaxed);
+    if (attempt == 0) c_.gets.fetch_add(1, std::memory_order_relaxed);
     Index::Shard& shard = index_.ShardFor(op.key);
     uint32_t id = kNoRecord;
     {
@@ -811,7 +889,7 @@ void TieredStore::GetBatch(std::span<GetOp> ops) {
     c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
     get_dram_hist_.Record(NowNanos() - t0);
   }
-  if (!flash_reads.empty()) ReadFromFlash(flash_reads, /*copy_out=*/true);
+  if (!flash_reads.empty()) ReadFromFlash(flash_reads, /*copy_out=*/true, attempt);
 }
 
 bool TieredStore::Exists(const BlockKey& key) {
@@ -824,14 +902,17 @@ bool TieredStore::Exists(const BlockKey& key) {
 Status TieredStore::Erase(const BlockKey& key) {
   Index::Shard& shard = index_.ShardFor(key);
   uint32_t doomed;
+  bool on_flash = false;
   {
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (!e) return Status::NotFound();
     bool held = e->in_dram() || FlashValidLocked(*e);
-    doomed = EraseEntryLocked(shard, e);
+    doomed = EraseEntryLocked(shard, e, &on_flash);
     if (!held) return Status::NotFound();
   }
+  // Acknowledged once the flash copy's summary says it is dead: it never comes back.
+  if (on_flash) flash_->Persist();
   if (doomed != kNoRecord) {
     dram_->Doom(doomed);
   }
@@ -1030,6 +1111,9 @@ StoreStats TieredStore::GetStats() const {
   s.stale_races = ld(c_.stale_races);
   s.flash_compacted = ld(c_.compacted);
   if (flash_) s.flash_live_evicted = flash_->live_blocks_evicted();
+  if (flash_) s.flash_summary_bytes = flash_->summary_bytes();
+  s.flash_restored = ld(c_.restored);
+  s.flash_regions_dropped = ld(c_.regions_dropped);
   auto& idx = const_cast<Index&>(index_);
   s.index_entries = idx.Size();
   s.index_bytes = idx.Bytes();

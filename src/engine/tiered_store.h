@@ -13,6 +13,12 @@
 // as the DRAM copy (promoted; the flash copy stays valid, so a later DRAM eviction of it
 // costs no write). Erasing or overwriting a block releases its flash copy's pages, which
 // the log counts as free when it picks the next region to reuse.
+//
+// Warm restart: the flash log keeps a summary per region on the device (flash_log.h);
+// Open rebuilds the index from them (newest copy of a key wins), and a clean close writes
+// the DRAM-only blocks to flash first (flush_on_close). An erase or overwrite of a block
+// with a flash copy returns once the copy's summary says it is dead, so it never comes
+// back after a crash.
 #ifndef KVPOOL_ENGINE_TIERED_STORE_H_
 #define KVPOOL_ENGINE_TIERED_STORE_H_
 
@@ -76,12 +82,16 @@ class TieredStore final : public Store {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
         dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
         admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0},
-        io_errors{0}, stale_races{0}, compacted{0};
+        io_errors{0}, stale_races{0}, compacted{0}, restored{0}, regions_dropped{0};
   };
   struct FlashRead;
 
   TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> dram,
               std::unique_ptr<io::Device> device);
+  // Rebuilds the index from the flash log's summaries (or formats it). Called once by Open.
+  Status Recover();
+  // Writes every dirty DRAM block to flash and seals the log (destructor, clean close).
+  void FlushForClose();
   Status CheckSize(size_t size) const;
   // True (counted as a re-put, and a use) if `key` is held: a put without overwrite is
   // then answered Exists without allocating.
@@ -100,14 +110,21 @@ class TieredStore final : public Store {
   Status Publish(uint32_t id, const BlockKey& key, const PutOptions& options, uint32_t crc);
   // REQUIRES: the shard lock of e->key. Removes the entry and unlinks its DRAM record,
   // which it returns (or kNoRecord) for the caller to Doom.
-  uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e);
+  // `*flash` (optional) is set if a flash copy was released: the caller Persists before
+  // acknowledging.
+  uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e, bool* flash = nullptr);
   // REQUIRES: the shard lock of e.key. The entry's flash copy, if any, is no longer live.
-  void ReleaseFlashLocked(const IndexEntry& e);
+  // True if it had one.
+  bool ReleaseFlashLocked(const IndexEntry& e);
   bool FlashValidLocked(const IndexEntry& e) const;
   void PlaceBehindParent(uint32_t id, const BlockKey& parent);
   // Reads flash-resident ops (one device batch), promoting into DRAM. copy_out false:
   // prefetch (no caller buffer; nothing read when no DRAM record is free).
-  void ReadFromFlash(std::span<FlashRead> reads, bool copy_out);
+  // `attempt`: a read that lost a race with compaction (the block moved and its old
+  // region was reused while the read was in flight) is tried again at the block's new
+  // place, up to twice.
+  void ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int attempt = 0);
+  void GetBatchAttempt(std::span<GetOp> ops, int attempt);
   void PromoteKeys(const std::vector<BlockKey>& keys);
   size_t MatchPrefixInIndex(std::span<const BlockKey> chain);
   // Shows an access to the policy tuner (if any, and if the key is sampled); applies its
@@ -134,7 +151,9 @@ class TieredStore final : public Store {
   // region with least live data to the head (read, verified, appended, written, re-pointed) so that
   // region can be reused without losing them. Up to eight regions per call, until three
   // are empty; one thread at a time (the others wait: they need the space too).
-  void CompactSome();
+  // `want`: empty regions to aim for (a batch of demotions about to be appended needs
+  // that many besides the margin).
+  void CompactSome(uint32_t want = 3);
   // Moves one region's live blocks (REQUIRES compact_mu_); false if no region qualifies.
   bool CompactRegion();
   void MaybeWakeMover();
@@ -152,6 +171,7 @@ class TieredStore final : public Store {
   mutable Counters c_;
   Histogram put_hist_, get_dram_hist_, get_flash_hist_;
 
+  std::atomic<bool> closing_{false};  // FlushForClose: flash admission and budget set aside
   std::mutex compact_mu_;
   std::mutex sweep_mu_;
   unsigned sweep_shard_ = 0;  // GUARDED_BY(sweep_mu_)
