@@ -316,6 +316,24 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
           return Status::Ok();
         },
         "back the DRAM tier with huge pages when possible (default true)"}},
+      {"store.flash_restore",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto b = AsBool(v);
+          if (!b.ok()) return b.status();
+          c->store.flash_restore = *b;
+          return Status::Ok();
+        },
+        "find the blocks already on the flash file or device at start (warm restart; "
+        "default true; false formats it anew)"}},
+      {"store.flush_on_close",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto b = AsBool(v);
+          if (!b.ok()) return b.status();
+          c->store.flush_on_close = *b;
+          return Status::Ok();
+        },
+        "on a clean stop, write the blocks held only in DRAM to flash so the next start "
+        "finds them (default true)"}},
       {"store.prefault",
        {[](const Value& v, DaemonConfig* c) -> Status {
           auto b = AsBool(v);
