@@ -26,6 +26,22 @@ Status WriteBytes(io::Device* dev, uint64_t offset, const std::vector<std::byte>
   std::copy(bytes.begin(), bytes.end(), buf.p);
   return dev->Write(offset, buf.p, static_cast<uint32_t>(bytes.size()));
 }
+
+// A summary's pages to its slot: the head area, then (if longer) the tail area.
+Status WriteSummary(io::Device* dev, const FlashGeometry& g, uint32_t region,
+                    const std::vector<std::byte>& bytes) {
+  AlignedBuf buf(bytes.size());
+  std::copy(bytes.begin(), bytes.end(), buf.p);
+  uint32_t pages = static_cast<uint32_t>(bytes.size() / 4096);
+  uint32_t head = std::min(pages, g.head_pages);
+  io::IoRequest reqs[2] = {
+      {io::IoRequest::Op::kWrite, g.head_offset(region), buf.p, head * 4096, {}},
+      {io::IoRequest::Op::kWrite, g.tail_offset(region), buf.p + uint64_t{head} * 4096,
+       (pages - head) * 4096, {}}};
+  dev->Submit(std::span<io::IoRequest>(reqs, pages > head ? 2 : 1));
+  if (!reqs[0].status.ok()) return reqs[0].status;
+  return pages > head ? reqs[1].status : Status::Ok();
+}
 }  // namespace
 
 FlashLog::FlashLog(uint64_t device_bytes, uint64_t region_bytes)
@@ -83,43 +99,79 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
   }
   instance_ = sb.instance;
 
-  // First pages of every slot (a batch at a time), then the rest of the longer summaries.
+  // The heads of every slot (up to 4 pages: a whole summary of 510 blocks), side by side
+  // on the device: one sequential read per batch of regions; then, batched too, the rest
+  // of the longer summaries.
   struct Found {
     SummaryHeader h;
     std::vector<SummaryEntry> entries;
   };
   std::vector<Found> found;
   constexpr uint32_t kBatch = 256;
-  AlignedBuf firsts(uint64_t{kBatch} * 4096);
-  std::vector<io::IoRequest> reqs;
+  const uint32_t head_pages = geo_.head_pages;
+  AlignedBuf heads(uint64_t{kBatch} * head_pages * 4096);
+  std::vector<std::pair<uint32_t, uint32_t>> longer;  // (region, pages)
+  auto decode = [&](uint32_t r, std::span<const std::byte> buf) {
+    Found f;
+    if (DecodeSummary(buf, instance_, &f.h, &f.entries) && f.h.region == r) {
+      found.push_back(std::move(f));
+    } else {
+      ++stats->regions_dropped;  // torn by a crash, or inconsistent: dropped whole
+    }
+  };
   for (uint32_t base = 0; base < regions_; base += kBatch) {
     uint32_t n = std::min(kBatch, regions_ - base);
-    reqs.assign(n, {});
-    for (uint32_t i = 0; i < n; ++i) {
-      reqs[i] = {io::IoRequest::Op::kRead, geo_.slot_offset(base + i), firsts.p + uint64_t{i} * 4096,
-                 4096, {}};
+    // In pieces of 16 regions submitted together: one large read leaves the device's
+    // queue nearly empty (270 MB/s here against over 1 GB/s in pieces).
+    constexpr uint32_t kPiece = 16;
+    std::vector<io::IoRequest> pieces;
+    for (uint32_t i = 0; i < n; i += kPiece) {
+      uint32_t m = std::min(kPiece, n - i);
+      pieces.push_back({io::IoRequest::Op::kRead, geo_.head_offset(base + i),
+                        heads.p + uint64_t{i} * head_pages * 4096, m * head_pages * 4096, {}});
     }
-    device_->Submit(reqs);
+    device_->Submit(pieces);
+    std::vector<char> piece_ok(n);
+    for (uint32_t i = 0; i < n; ++i) piece_ok[i] = pieces[i / kPiece].status.ok();
     for (uint32_t i = 0; i < n; ++i) {
       uint32_t r = base + i;
-      std::span<const std::byte> first(firsts.p + uint64_t{i} * 4096, 4096);
+      std::span<const std::byte> head(heads.p + uint64_t{i} * head_pages * 4096,
+                                      uint64_t{head_pages} * 4096);
       SummaryHeader h;
-      if (!reqs[i].status.ok() || !PeekSummary(first, instance_, &h)) continue;
-      Found f;
-      bool ok = h.region == r && h.count <= pages_per_region_;
-      uint32_t pages = ok ? SummaryPages(h.count) : 0;
-      if (ok && pages == 1) {
-        ok = DecodeSummary(first, instance_, &f.h, &f.entries);
-      } else if (ok) {
-        AlignedBuf whole(uint64_t{pages} * 4096);
-        ok = device_->Read(geo_.slot_offset(r), whole.p, pages * 4096).ok() &&
-             DecodeSummary({whole.p, uint64_t{pages} * 4096}, instance_, &f.h, &f.entries);
-      }
-      if (!ok) {
-        ++stats->regions_dropped;  // torn by a crash, or inconsistent: dropped whole
+      if (!piece_ok[i] || !PeekSummary(head, instance_, &h)) continue;
+      if (h.region != r || h.count > pages_per_region_) {
+        ++stats->regions_dropped;
         continue;
       }
-      found.push_back(std::move(f));
+      uint32_t pages = SummaryPages(h.count);
+      if (pages <= head_pages) {
+        decode(r, head.first(uint64_t{pages} * 4096));
+      } else {
+        longer.push_back({r, pages});
+      }
+    }
+  }
+  for (size_t base = 0; base < longer.size(); base += kBatch) {
+    size_t n = std::min<size_t>(kBatch, longer.size() - base);
+    std::vector<std::unique_ptr<AlignedBuf>> bufs;
+    std::vector<io::IoRequest> reqs(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      auto [r, pages] = longer[base + i];
+      bufs.push_back(std::make_unique<AlignedBuf>(uint64_t{pages} * 4096));
+      reqs[2 * i] = {io::IoRequest::Op::kRead, geo_.head_offset(r), bufs[i]->p,
+                     head_pages * 4096, {}};
+      reqs[2 * i + 1] = {io::IoRequest::Op::kRead, geo_.tail_offset(r),
+                         bufs[i]->p + uint64_t{head_pages} * 4096, (pages - head_pages) * 4096,
+                         {}};
+    }
+    device_->Submit(reqs);
+    for (size_t i = 0; i < n; ++i) {
+      auto [r, pages] = longer[base + i];
+      if (!reqs[2 * i].status.ok() || !reqs[2 * i + 1].status.ok()) {
+        ++stats->regions_dropped;
+        continue;
+      }
+      decode(r, {bufs[i]->p, uint64_t{pages} * 4096});
     }
   }
   std::sort(found.begin(), found.end(),
@@ -129,6 +181,10 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
 
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t total_pages = uint64_t{regions_} * pages_per_region_;
+  size_t total_entries = 0;
+  for (const Found& f : found) total_entries += f.entries.size();
+  out->reserve(total_entries);
+  uint64_t live_blocks = 0;
   for (const Found& f : found) {
     uint32_t r = f.h.region;
     ++stats->regions_read;
@@ -136,6 +192,7 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
     enter_seq_ = std::max(enter_seq_, f.h.seq);
     ver_[r] = 1;
     disk_ver_[r].store(1);
+    slots_[r].reserve(f.entries.size());
     uint64_t prev_end = 0;  // entries are in page order and never overlap
     for (const SummaryEntry& e : f.entries) {
       uint64_t pages = (uint64_t{e.size} + 4095) / 4096;
@@ -157,12 +214,13 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
       live_[r] += pages;
       live_total_ += pages;
       ++region_blocks_[r];
-      blocks_.fetch_add(1, std::memory_order_relaxed);
+      ++live_blocks;
       out->push_back({e.key, static_cast<uint32_t>(start), gens_[r].load(std::memory_order_relaxed),
                       e.size, e.crc, f.h.seq});
-      ++stats->blocks;
     }
   }
+  blocks_.fetch_add(live_blocks, std::memory_order_relaxed);
+  stats->blocks = live_blocks;
   return Status::Ok();
 }
 
@@ -177,7 +235,7 @@ void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted) {
     if (disk_ver_[region].load(std::memory_order_acquire) != 0) {
       std::vector<std::byte> page;
       EncodeInvalidSummary(&page);
-      (void)WriteBytes(device_, geo_.slot_offset(region), page);  // failed: CRCs still guard
+      (void)WriteBytes(device_, geo_.head_offset(region), page);  // failed: CRCs still guard
       summary_bytes_.fetch_add(page.size(), std::memory_order_relaxed);
       disk_ver_[region].store(0, std::memory_order_release);
     }
@@ -368,7 +426,7 @@ void FlashLog::PersistRegion(uint32_t r) {
         disk_ver_[r].load(std::memory_order_acquire) >= v) {
       return;
     }
-    if (WriteBytes(device_, geo_.slot_offset(r), bytes).ok()) {
+    if (WriteSummary(device_, geo_, r, bytes).ok()) {
       disk_ver_[r].store(v, std::memory_order_release);
     }
     summary_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);

@@ -5,6 +5,9 @@
 #include <random>
 #include <vector>
 
+#include "io/memory_device.h"
+#include "kvpool/options.h"
+
 namespace kvpool::engine {
 namespace {
 
@@ -109,6 +112,73 @@ TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   }
   EXPECT_TRUE(reused);
   EXPECT_FALSE(log.Valid(a.page, a.gen));
+}
+
+}  // namespace
+}  // namespace kvpool::engine
+
+namespace kvpool::engine {
+namespace {
+
+// Issue 16 item 6 at the log's level: summaries long enough to take several pages (4 KiB
+// blocks in 4 MiB regions: 1024 entries, 9 pages) come back whole; a summary torn or
+// flipped drops its region and no other; a released block is not listed.
+TEST(FlashLogPersist, SummariesOfManyPagesComeBackAndATornOneDropsItsRegionOnly) {
+  io::MemoryDevice dev(FlashGeometry::DeviceBytesFor(6 * 4 * kMiB, 4 * kMiB));
+  std::vector<FlashLog::Recovered> found;
+  FlashLog::OpenStats st;
+  std::vector<std::pair<BlockKey, uint32_t>> written;  // key, page
+  {
+    FlashLog log(&dev, 4 * kMiB);
+    ASSERT_EQ(log.region_count(), 6u);
+    ASSERT_TRUE(log.Open(true, &found, &st).ok());
+    EXPECT_TRUE(st.formatted);
+    for (uint64_t i = 0; i < 4 * 1024; ++i) {  // four regions full of one-page blocks
+      FlashLog::Extent ext;
+      uint32_t ev;
+      BlockKey k{i + 1, i * 7 + 1};
+      ASSERT_TRUE(log.Append(1, k, 4000, static_cast<uint32_t>(i), &ext, &ev));
+      log.Written(ext);
+      if (i % 100 == 5) {
+        log.Release(ext.page, ext.gen, 1);  // erased: must not come back
+      } else {
+        written.push_back({k, ext.page});
+      }
+    }
+    log.Persist();
+    log.Close();
+  }
+  {
+    FlashLog log(&dev, 4 * kMiB);
+    ASSERT_TRUE(log.Open(true, &found, &st).ok());
+    EXPECT_FALSE(st.formatted);
+    EXPECT_EQ(st.regions_dropped, 0u);
+    ASSERT_EQ(found.size(), written.size());
+    for (size_t i = 0; i < found.size(); ++i) {
+      EXPECT_EQ(found[i].key, written[i].first);
+      EXPECT_EQ(found[i].page, written[i].second);
+      EXPECT_EQ(found[i].size, 4000u);
+    }
+    EXPECT_EQ(log.blocks(), written.size());
+  }
+  // Flip one byte in the third page of region 1's summary: region 1 is dropped, the others
+  // come back.
+  FlashGeometry g = FlashGeometry::For(dev.size(), 4 * kMiB, true);
+  alignas(4096) static std::byte page[4096];
+  uint64_t off = g.head_offset(1) + 2 * 4096;
+  ASSERT_TRUE(dev.Read(off, page, 4096).ok());
+  page[100] ^= std::byte{0x40};
+  ASSERT_TRUE(dev.Write(off, page, 4096).ok());
+  // And one in region 2's sixth page (past the head: in the tail area).
+  off = g.tail_offset(2) + 1 * 4096;
+  ASSERT_TRUE(dev.Read(off, page, 4096).ok());
+  page[8] ^= std::byte{0x01};
+  ASSERT_TRUE(dev.Write(off, page, 4096).ok());
+  FlashLog log(&dev, 4 * kMiB);
+  ASSERT_TRUE(log.Open(true, &found, &st).ok());
+  EXPECT_EQ(st.regions_dropped, 2u);
+  EXPECT_EQ(st.regions_read, 2u);
+  for (const auto& r : found) EXPECT_TRUE(r.page / 1024 != 1 && r.page / 1024 != 2) << r.page;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "engine/flash_summary.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/crc32c.h"
@@ -45,6 +46,7 @@ FlashGeometry FlashGeometry::For(uint64_t device_bytes, uint64_t region_bytes, b
     return g;
   }
   g.slot_pages = SummaryPages(static_cast<uint32_t>(region_bytes / 4096));
+  g.head_pages = std::min<uint32_t>(4, g.slot_pages);
   uint64_t per_region = region_bytes + uint64_t{g.slot_pages} * 4096;
   g.regions = device_bytes > 4096 ? static_cast<uint32_t>((device_bytes - 4096) / per_region) : 0;
   g.meta_offset = uint64_t{g.regions} * region_bytes;

@@ -4,7 +4,11 @@
 //
 // Layout of a device of D bytes with regions of R bytes: data regions [0, n*R), then one
 // superblock page, then n summary slots of `slot_pages` pages each (the most a region can
-// need: one entry per page of data). n is the largest count for which all of it fits.
+// need: one entry per page of data), n the largest count for which all of it fits. A slot
+// is stored in two parts: its first `head_pages` (up to 4: a whole summary of up to 510
+// blocks) side by side with every other slot's, so that an open reads all of them in a
+// few large sequential reads; the rest in a second area, read only for regions of many
+// small blocks.
 //
 // A summary lists the blocks that start in one region: key, page within the region, size,
 // CRC32C, and whether the block is dead (erased, overwritten, moved). It carries the
@@ -28,6 +32,7 @@ struct FlashGeometry {
   uint64_t region_bytes = 0;
   uint32_t regions = 0;
   uint32_t slot_pages = 0;    // pages per summary slot
+  uint32_t head_pages = 0;    // of which stored in the head area
   uint64_t meta_offset = 0;   // the superblock's byte offset; slots follow it
   uint64_t meta_bytes = 0;    // superblock + slots
 
@@ -36,8 +41,13 @@ struct FlashGeometry {
   // The device size that holds floor(data_bytes / region_bytes) regions of data and their
   // metadata (a file is made this large: flash_bytes of data, the metadata on top).
   static uint64_t DeviceBytesFor(uint64_t data_bytes, uint64_t region_bytes);
-  uint64_t slot_offset(uint32_t region) const {
-    return meta_offset + 4096 + uint64_t{region} * slot_pages * 4096;
+  // Where the first head_pages of a region's slot live, and where the rest does.
+  uint64_t head_offset(uint32_t region) const {
+    return meta_offset + 4096 + uint64_t{region} * head_pages * 4096;
+  }
+  uint64_t tail_offset(uint32_t region) const {
+    return meta_offset + 4096 + uint64_t{regions} * head_pages * 4096 +
+           uint64_t{region} * (slot_pages - head_pages) * 4096;
   }
 };
 
