@@ -143,8 +143,10 @@ struct CrashRun {
 
 CrashRun RunWorkload(std::shared_ptr<io::Device> mem, int64_t crash_at, bool torn) {
   CrashRun run;
-  auto dev = std::make_unique<CrashDevice>(mem, crash_at, torn);
-  CrashDevice* crash = dev.get();
+  // The crash device outlives the store (its state is read after the close).
+  auto crash_dev = std::make_shared<CrashDevice>(mem, crash_at, torn);
+  CrashDevice* crash = crash_dev.get();
+  auto dev = std::make_unique<SharedDevice>(crash_dev);
   StoreOptions o = RestartOptions();
   o.dram_bytes = 4 * kMiB;
   o.max_value_bytes = 128 * kKiB;
