@@ -102,8 +102,8 @@ int Run(const Options& o) {
   const uint64_t n2 = per_flash * 8 / 100;   // phase 2 (killed): up to 8% more
   std::vector<char> erased(n1 + n2, 0);
   std::printf("restart bench: %s, %s flash, %s DRAM, %s blocks; load %s\n", o.path.c_str(),
-              FormatSize(o.flash).c_str(), FormatSize(o.dram).c_str(),
-              FormatSize(o.block).c_str(), LoadAvg().c_str());
+              FormatSize(o.flash).c_str(), FormatSize(o.dram).c_str(), FormatSize(o.block).c_str(),
+              LoadAvg().c_str());
   std::vector<std::byte> v(o.block);
   std::string json = "{\n";
   auto emit = [&](const char* k, double x) {
@@ -113,7 +113,7 @@ int Run(const Options& o) {
     json += b;
   };
   // Phase 1: fill, clean close.
-  uint64_t held_at_close = 0, close_ns = 0, fill_ns = 0, fresh_open_ns = 0;
+  uint64_t close_ns = 0, fill_ns = 0, fresh_open_ns = 0;
   {
     StoreOptions so = StoreOpts(o);
     so.flash_restore = false;
@@ -132,11 +132,10 @@ int Run(const Options& o) {
         std::fprintf(stderr, "put %llu: %s\n", (unsigned long long)i, st.ToString().c_str());
         return 1;
       }
-      if (i % (n1 / 10) == 0) std::fprintf(stderr, "fill %llu%%\n", (unsigned long long)(i * 100 / n1));
+      if (i % (n1 / 10) == 0)
+        std::fprintf(stderr, "fill %llu%%\n", (unsigned long long)(i * 100 / n1));
     }
     fill_ns = NowNanos() - t0;
-    StoreStats st = (*s)->GetStats();
-    held_at_close = st.dram.blocks + st.flash.blocks;  // DRAM copies of flash blocks count twice
     t0 = NowNanos();
     s->reset();
     close_ns = NowNanos() - t0;
@@ -163,7 +162,6 @@ int Run(const Options& o) {
     emit("clean_found_share", static_cast<double>(c.found) / static_cast<double>(n1));
     emit("clean_wrong_bytes_blocks", static_cast<double>(c.wrong));
     emit("clean_verify_gbps", static_cast<double>(c.found * o.block) / 1e9 / c.seconds);
-    (void)held_at_close;
   }
   // Phase 3: a child reopens, puts and erases, and is killed mid-write.
   auto* sh = static_cast<Shared*>(
@@ -224,8 +222,8 @@ int Run(const Options& o) {
     emit("kill_erased_back", static_cast<double>(c.erased_back));
     emit("kill_dram_blocks_at_most", static_cast<double>(o.dram / o.block));
   }
-  json += "  \"flash_bytes\": " + std::to_string(o.flash) + ",\n  \"block_bytes\": " +
-          std::to_string(o.block) + "\n}\n";
+  json += "  \"flash_bytes\": " + std::to_string(o.flash) +
+          ",\n  \"block_bytes\": " + std::to_string(o.block) + "\n}\n";
   std::ofstream(o.json) << json;
   std::printf("wrote %s\n", o.json.c_str());
   unlink(o.path.c_str());

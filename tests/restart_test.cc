@@ -26,7 +26,9 @@ std::string TempDir() {
   return d ? std::string(d) : base;
 }
 
-BlockKey Key(uint64_t i) { return BlockKey{0xabc0000000000000ull | i, i * 0x9E3779B97F4A7C15ull | 1}; }
+BlockKey Key(uint64_t i) {
+  return BlockKey{0xabc0000000000000ull | i, i * 0x9E3779B97F4A7C15ull | 1};
+}
 size_t SizeOf(uint64_t i) { return 65536 - (i % 5) * 1000; }
 std::vector<std::byte> Value(uint64_t i) {
   std::vector<std::byte> v(SizeOf(i));

@@ -471,8 +471,7 @@ int main(int argc, char** argv) {
   uint64_t close_ns = kvpool::NowNanos();
   store->reset();
   if (!c.store.flash_path.empty()) {
-    Log("flash closed in " +
-        std::to_string((kvpool::NowNanos() - close_ns) / 1'000'000) + " ms");
+    Log("flash closed in " + std::to_string((kvpool::NowNanos() - close_ns) / 1'000'000) + " ms");
   }
   ::close(lock);
   return 0;

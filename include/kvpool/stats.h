@@ -42,12 +42,12 @@ struct StoreStats {
   uint64_t admission_drops = 0;  // blocks leaving DRAM refused by flash admission, never written
   uint64_t budget_drops = 0;     // of which refused by the flash write budget
   uint64_t prefetch_requests = 0, prefetched = 0;
-  uint64_t crc_failures = 0;        // flash reads whose CRC did not match (answered as misses)
-  uint64_t io_errors = 0;           // failed or short flash reads/writes (answered as misses)
-  uint64_t stale_races = 0;         // flash reads that lost a race with region eviction
-  uint64_t flash_compacted = 0;     // live blocks moved off a region so it could be reused
-  uint64_t flash_live_evicted = 0;  // live blocks evicted with their region (log full)
-  uint64_t flash_restored = 0;      // blocks found on the flash at open (warm restart)
+  uint64_t crc_failures = 0;           // flash reads whose CRC did not match (answered as misses)
+  uint64_t io_errors = 0;              // failed or short flash reads/writes (answered as misses)
+  uint64_t stale_races = 0;            // flash reads that lost a race with region eviction
+  uint64_t flash_compacted = 0;        // live blocks moved off a region so it could be reused
+  uint64_t flash_live_evicted = 0;     // live blocks evicted with their region (log full)
+  uint64_t flash_restored = 0;         // blocks found on the flash at open (warm restart)
   uint64_t flash_regions_dropped = 0;  // regions whose summary was torn at open (blocks lost)
   uint64_t flash_summary_bytes = 0;    // flash metadata written (summaries, superblock)
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many

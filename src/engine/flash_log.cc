@@ -36,8 +36,11 @@ Status WriteSummary(io::Device* dev, const FlashGeometry& g, uint32_t region,
   uint32_t head = std::min(pages, g.head_pages);
   io::IoRequest reqs[2] = {
       {io::IoRequest::Op::kWrite, g.head_offset(region), buf.p, head * 4096, {}},
-      {io::IoRequest::Op::kWrite, g.tail_offset(region), buf.p + uint64_t{head} * 4096,
-       (pages - head) * 4096, {}}};
+      {io::IoRequest::Op::kWrite,
+       g.tail_offset(region),
+       buf.p + uint64_t{head} * 4096,
+       (pages - head) * 4096,
+       {}}};
   dev->Submit(std::span<io::IoRequest>(reqs, pages > head ? 2 : 1));
   if (!reqs[0].status.ok()) return reqs[0].status;
   return pages > head ? reqs[1].status : Status::Ok();
@@ -127,8 +130,11 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
     std::vector<io::IoRequest> pieces;
     for (uint32_t i = 0; i < n; i += kPiece) {
       uint32_t m = std::min(kPiece, n - i);
-      pieces.push_back({io::IoRequest::Op::kRead, geo_.head_offset(base + i),
-                        heads.p + uint64_t{i} * head_pages * 4096, m * head_pages * 4096, {}});
+      pieces.push_back({io::IoRequest::Op::kRead,
+                        geo_.head_offset(base + i),
+                        heads.p + uint64_t{i} * head_pages * 4096,
+                        m * head_pages * 4096,
+                        {}});
     }
     device_->Submit(pieces);
     std::vector<char> piece_ok(n);
@@ -158,10 +164,12 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
     for (size_t i = 0; i < n; ++i) {
       auto [r, pages] = longer[base + i];
       bufs.push_back(std::make_unique<AlignedBuf>(uint64_t{pages} * 4096));
-      reqs[2 * i] = {io::IoRequest::Op::kRead, geo_.head_offset(r), bufs[i]->p,
-                     head_pages * 4096, {}};
-      reqs[2 * i + 1] = {io::IoRequest::Op::kRead, geo_.tail_offset(r),
-                         bufs[i]->p + uint64_t{head_pages} * 4096, (pages - head_pages) * 4096,
+      reqs[2 * i] = {
+          io::IoRequest::Op::kRead, geo_.head_offset(r), bufs[i]->p, head_pages * 4096, {}};
+      reqs[2 * i + 1] = {io::IoRequest::Op::kRead,
+                         geo_.tail_offset(r),
+                         bufs[i]->p + uint64_t{head_pages} * 4096,
+                         (pages - head_pages) * 4096,
                          {}};
     }
     device_->Submit(reqs);
@@ -291,8 +299,8 @@ void FlashLog::MaybePendingLocked(uint32_t r) {
   pending_.push_back(r);
 }
 
-bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc,
-                      Extent* out, uint32_t* regions_evicted) {
+bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, Extent* out,
+                      uint32_t* regions_evicted) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;
@@ -339,8 +347,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
   ++region_blocks_[start];
   if (live_[start] == 0) empty_.fetch_sub(1, std::memory_order_relaxed);
   live_[start] += pages;
-  slots_[start].push_back(
-      {key, out->page - start * pages_per_region_, size, crc, /*dead=*/false});
+  slots_[start].push_back({key, out->page - start * pages_per_region_, size, crc, /*dead=*/false});
   ++inflight_[start];
   ++ver_[start];
   live_total_ += pages;

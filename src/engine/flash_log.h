@@ -59,8 +59,8 @@ class FlashLog {
     uint64_t seq = 0;
   };
   struct OpenStats {
-    bool formatted = false;      // no usable metadata (new device, other geometry, !restore)
-    uint32_t regions_read = 0;   // regions with a valid summary
+    bool formatted = false;        // no usable metadata (new device, other geometry, !restore)
+    uint32_t regions_read = 0;     // regions with a valid summary
     uint32_t regions_dropped = 0;  // summaries torn or inconsistent: dropped whole
     uint64_t blocks = 0;
   };
@@ -129,9 +129,7 @@ class FlashLog {
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
   // invalidates its summary on the device if one is valid there.
   void EnterRegionLocked(uint32_t region, uint32_t* evicted);
-  bool InHeadLocked(uint32_t r) const {
-    return started_ && head_first_ <= r && r <= head_region_;
-  }
+  bool InHeadLocked(uint32_t r) const { return started_ && head_first_ <= r && r <= head_region_; }
   // A sealed region whose summary is behind: queued for Persist.
   void MaybePendingLocked(uint32_t r);
   void PersistRegion(uint32_t r);
@@ -148,29 +146,29 @@ class FlashLog {
   const uint32_t regions_;
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
   mutable std::mutex mu_;
-  std::vector<uint32_t> region_blocks_;      // GUARDED_BY(mu_)
-  std::vector<uint64_t> live_;               // GUARDED_BY(mu_): live pages per region
-  std::vector<uint64_t> entered_;            // GUARDED_BY(mu_): enter_seq_ when last entered
-  std::vector<uint32_t> spill_;              // GUARDED_BY(mu_): last region its blocks reach
-  std::vector<uint32_t> from_;               // GUARDED_BY(mu_): start region continuing here,
-                                             // or kNone
-  std::vector<std::vector<Slot>> slots_;     // GUARDED_BY(mu_): appended since entered
-  std::vector<uint32_t> inflight_;           // GUARDED_BY(mu_): appends not yet Written
-  std::vector<uint64_t> ver_;                // GUARDED_BY(mu_): summary version in memory
-  std::vector<char> pending_flag_;           // GUARDED_BY(mu_)
-  std::vector<uint32_t> pending_;            // GUARDED_BY(mu_): regions to Persist
+  std::vector<uint32_t> region_blocks_;   // GUARDED_BY(mu_)
+  std::vector<uint64_t> live_;            // GUARDED_BY(mu_): live pages per region
+  std::vector<uint64_t> entered_;         // GUARDED_BY(mu_): enter_seq_ when last entered
+  std::vector<uint32_t> spill_;           // GUARDED_BY(mu_): last region its blocks reach
+  std::vector<uint32_t> from_;            // GUARDED_BY(mu_): start region continuing here,
+                                          // or kNone
+  std::vector<std::vector<Slot>> slots_;  // GUARDED_BY(mu_): appended since entered
+  std::vector<uint32_t> inflight_;        // GUARDED_BY(mu_): appends not yet Written
+  std::vector<uint64_t> ver_;             // GUARDED_BY(mu_): summary version in memory
+  std::vector<char> pending_flag_;        // GUARDED_BY(mu_)
+  std::vector<uint32_t> pending_;         // GUARDED_BY(mu_): regions to Persist
   // Version of the summary on the device (0: none valid there). Written under the
   // region's stripe lock.
   std::unique_ptr<std::atomic<uint64_t>[]> disk_ver_;
   std::unique_ptr<std::mutex[]> stripes_;
   std::atomic<uint64_t> summary_bytes_{0};
-  uint32_t head_first_ = 0;                  // GUARDED_BY(mu_): first region of the head's run
-  uint64_t enter_seq_ = 0;                   // GUARDED_BY(mu_)
-  uint64_t live_total_ = 0;                  // GUARDED_BY(mu_)
-  uint64_t head_ = 0;                        // GUARDED_BY(mu_): next free page
-  uint64_t head_end_ = 0;                    // GUARDED_BY(mu_): end of the head's run of regions
-  uint32_t head_region_ = 0;                 // GUARDED_BY(mu_): the last region of that run
-  bool started_ = false;                     // GUARDED_BY(mu_)
+  uint32_t head_first_ = 0;   // GUARDED_BY(mu_): first region of the head's run
+  uint64_t enter_seq_ = 0;    // GUARDED_BY(mu_)
+  uint64_t live_total_ = 0;   // GUARDED_BY(mu_)
+  uint64_t head_ = 0;         // GUARDED_BY(mu_): next free page
+  uint64_t head_end_ = 0;     // GUARDED_BY(mu_): end of the head's run of regions
+  uint32_t head_region_ = 0;  // GUARDED_BY(mu_): the last region of that run
+  bool started_ = false;      // GUARDED_BY(mu_)
   std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
   std::atomic<uint32_t> empty_{0};  // regions with live_ == 0
 };

@@ -89,7 +89,7 @@ TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   uint32_t ev;
   ASSERT_TRUE(log.Append(10, kKey, 0, 0, &a, &ev));  // a run of three regions
   log.Written(a);
-  ASSERT_TRUE(log.Append(2, kKey, 0, 0, &b, &ev));   // the rest of the run's last region
+  ASSERT_TRUE(log.Append(2, kKey, 0, 0, &b, &ev));  // the rest of the run's last region
   log.Written(b);
   EXPECT_EQ(b.page, a.page + 10);
   EXPECT_TRUE(log.Valid(a.page, a.gen));

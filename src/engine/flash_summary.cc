@@ -122,8 +122,8 @@ void EncodeInvalidSummary(std::vector<std::byte>* out) { out->assign(4096, std::
 
 void EncodeSuperblock(const Superblock& sb, std::vector<std::byte>* out) {
   out->assign(4096, std::byte{0});
-  RawSuper raw{kSuperMagic, sb.instance, sb.region_bytes, sb.regions, sb.slot_pages,
-               kFormatVersion, 0};
+  RawSuper raw{
+      kSuperMagic, sb.instance, sb.region_bytes, sb.regions, sb.slot_pages, kFormatVersion, 0};
   raw.crc = Crc32c(&raw, sizeof(raw));
   std::memcpy(out->data(), &raw, sizeof(raw));
 }

@@ -31,10 +31,10 @@ namespace kvpool::engine {
 struct FlashGeometry {
   uint64_t region_bytes = 0;
   uint32_t regions = 0;
-  uint32_t slot_pages = 0;    // pages per summary slot
-  uint32_t head_pages = 0;    // of which stored in the head area
-  uint64_t meta_offset = 0;   // the superblock's byte offset; slots follow it
-  uint64_t meta_bytes = 0;    // superblock + slots
+  uint32_t slot_pages = 0;   // pages per summary slot
+  uint32_t head_pages = 0;   // of which stored in the head area
+  uint64_t meta_offset = 0;  // the superblock's byte offset; slots follow it
+  uint64_t meta_bytes = 0;   // superblock + slots
 
   // persistent = false: the whole device is data (nothing survives a restart).
   static FlashGeometry For(uint64_t device_bytes, uint64_t region_bytes, bool persistent);

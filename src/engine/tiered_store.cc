@@ -208,8 +208,7 @@ void TieredStore::CompactSome(uint32_t want) {
   // Another thread compacting makes this one wait: its demotions need the space too.
   if (!flash_ || flash_->empty_regions() >= want) return;
   std::lock_guard<std::mutex> guard(compact_mu_);
-  for (uint32_t i = 0; i < std::max<uint32_t>(8, 2 * want) && flash_->empty_regions() < want;
-       ++i) {
+  for (uint32_t i = 0; i < std::max<uint32_t>(8, 2 * want) && flash_->empty_regions() < want; ++i) {
     if (!CompactRegion()) break;
   }
 }

@@ -96,8 +96,8 @@ TEST(WarmRestart, CleanCloseKeepsEveryBlockAcrossTwoRestarts) {
     for (size_t i = 1; i < keys.size(); i += 4) {
       PutOptions ow;
       ow.overwrite = true;
-      ASSERT_TRUE(s->Put(TestKey(keys[i]), TestValue(TestKey(keys[i]), 2, SizeOf(keys[i], 2)), ow)
-                      .ok());
+      ASSERT_TRUE(
+          s->Put(TestKey(keys[i]), TestValue(TestKey(keys[i]), 2, SizeOf(keys[i], 2)), ow).ok());
       model[keys[i]] = 2;
     }
     for (uint64_t k = 1000; k < 1040; ++k) {

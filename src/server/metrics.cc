@@ -98,8 +98,7 @@ std::string RenderMetrics(const StoreStats& s, const ServerStats& n) {
   w.One("kvpool_flash_restored_blocks", "gauge",
         "Blocks found on the flash when the store opened (warm restart).", D(s.flash_restored));
   w.One("kvpool_flash_summary_bytes_total", "counter",
-        "Flash metadata bytes written (region summaries, superblock).",
-        D(s.flash_summary_bytes));
+        "Flash metadata bytes written (region summaries, superblock).", D(s.flash_summary_bytes));
   w.One("kvpool_crc_failures_total", "counter",
         "Flash reads whose CRC32C did not match (answered as misses).", D(s.crc_failures));
   w.One("kvpool_io_errors_total", "counter", "Failed flash reads or writes.", D(s.io_errors));
