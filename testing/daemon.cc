@@ -47,6 +47,13 @@ pid_t SpawnKvpoold(const std::vector<std::string>& args, const std::string& log)
 
 }  // namespace
 
+std::string MakeTempDir(const std::string& prefix) {
+  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  std::string t = base + "/" + prefix + "-XXXXXX";
+  char* d = mkdtemp(t.data());
+  return d ? std::string(d) : base;
+}
+
 std::string KvpooldPath() {
   char exe[4096] = {};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);

@@ -49,6 +49,9 @@ class Daemon {
 // The kvpoold binary built beside the tests.
 std::string KvpooldPath();
 
+// A fresh directory $TMPDIR/<prefix>-XXXXXX (TMPDIR defaults to /tmp).
+std::string MakeTempDir(const std::string& prefix);
+
 // Runs the `kvpool` CLI built beside the tests with `args` (passed through the shell) to
 // completion; returns its exit code, stdout and stderr together in *out.
 int RunKvpoolCli(const std::string& args, std::string* out);

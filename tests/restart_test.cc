@@ -19,13 +19,6 @@ namespace {
 
 using testing::Daemon;
 
-std::string TempDir() {
-  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-  std::string t = base + "/kvpoold-restart-XXXXXX";
-  char* d = mkdtemp(t.data());
-  return d ? std::string(d) : base;
-}
-
 BlockKey Key(uint64_t i) {
   return BlockKey{0xabc0000000000000ull | i, i * 0x9E3779B97F4A7C15ull | 1};
 }
@@ -52,7 +45,7 @@ std::unique_ptr<Client> Connect(const Daemon& d) {
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir();
+    dir_ = testing::MakeTempDir("kvpoold-restart");
     std::ofstream(dir_ + "/kvpoold.toml") << "[store]\nregion_bytes = \"1MiB\"\n";
   }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }

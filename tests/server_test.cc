@@ -25,13 +25,6 @@ namespace {
 
 using testing::Daemon;
 
-std::string TempDir() {
-  std::string base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-  std::string t = base + "/kvpoold-test-XXXXXX";
-  char* d = mkdtemp(t.data());
-  return d ? std::string(d) : base;
-}
-
 std::vector<std::byte> Value(const BlockKey& k, size_t size, uint32_t version = 0) {
   std::vector<std::byte> v(size);
   uint64_t x = k.lo ^ (k.hi * 31) ^ version;
@@ -57,7 +50,7 @@ std::unique_ptr<Client> Connect(const std::string& address, const std::string& n
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir();
+    dir_ = testing::MakeTempDir("kvpoold-test");
     daemon_ = std::make_unique<Daemon>(dir_);
   }
   void TearDown() override {

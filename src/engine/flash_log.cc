@@ -297,6 +297,7 @@ void FlashLog::MaybePendingLocked(uint32_t r) {
   if (ver_[r] == disk || (slots_[r].empty() && disk == 0)) return;
   pending_flag_[r] = 1;
   pending_.push_back(r);
+  pending_n_.store(pending_.size(), std::memory_order_release);
 }
 
 bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, Extent* out,
@@ -387,6 +388,8 @@ void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
 
 void FlashLog::Persist() {
   if (!device_) return;
+  // Called after every demotion batch: nothing queued (the common case) costs no lock.
+  if (pending_n_.load(std::memory_order_acquire) == 0) return;
   std::vector<uint32_t> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -404,6 +407,7 @@ void FlashLog::PersistRegion(uint32_t r) {
     if (pending_flag_[r]) {
       pending_flag_[r] = 0;
       pending_.erase(std::find(pending_.begin(), pending_.end(), r));
+      pending_n_.store(pending_.size(), std::memory_order_release);
     }
   };
   {

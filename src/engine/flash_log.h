@@ -157,6 +157,7 @@ class FlashLog {
   std::vector<uint64_t> ver_;             // GUARDED_BY(mu_): summary version in memory
   std::vector<char> pending_flag_;        // GUARDED_BY(mu_)
   std::vector<uint32_t> pending_;         // GUARDED_BY(mu_): regions to Persist
+  std::atomic<size_t> pending_n_{0};      // pending_.size(), read without the lock
   // Version of the summary on the device (0: none valid there). Written under the
   // region's stripe lock.
   std::unique_ptr<std::atomic<uint64_t>[]> disk_ver_;
