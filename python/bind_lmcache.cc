@@ -13,9 +13,15 @@
 // is drained, so LMCache's memory is never released under a running transfer. Keys are
 // LMCache's object-key strings, stored under ForeignKey(root of the namespace, "lmcache",
 // key). Sets are insert-only (a chunk already held counts as stored).
+//
+// LMCache's lookup is "lookup and lock": the adapter assumes a chunk submit_batch_exists
+// found is still there for the load that follows. Exists is therefore a lookup-and-lock on
+// kvpoold (Client::HoldBatch): each chunk found is held until the get that loads it, or for
+// lookup_lease_ms if no load comes (0: a plain probe, nothing held).
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -56,7 +62,8 @@ struct Completion {
 
 class Connector {
  public:
-  Connector(const ClientOptions& options, unsigned workers) : root_(NamespaceRoot(options.ns)) {
+  Connector(const ClientOptions& options, unsigned workers, uint32_t lease_ms)
+      : root_(NamespaceRoot(options.ns)), lease_ms_(lease_ms) {
     if (workers == 0 || workers > 64) throw py::value_error("workers must be 1..64");
     auto probe = Client::Create(options);  // invalid options fail here, not in a worker
     Check(probe.status());
@@ -153,7 +160,7 @@ class Connector {
     }
   }
 
-  static Completion Run(Client& client, Job& job) {
+  Completion Run(Client& client, Job& job) const {
     Completion c{job.id, true, "", {}, true, nullptr};
     Status s;
     size_t n = job.keys.size();
@@ -179,7 +186,13 @@ class Connector {
       case Op::kDelete: {
         std::vector<KeyOp> ops(n);
         for (size_t i = 0; i < n; ++i) ops[i].key = job.keys[i];
-        s = job.op == Op::kExists ? client.ExistsBatch(ops) : client.EraseBatch(ops);
+        if (job.op == Op::kDelete) {
+          s = client.EraseBatch(ops);
+        } else if (lease_ms_ > 0) {
+          s = client.HoldBatch(ops, std::chrono::milliseconds(lease_ms_));
+        } else {
+          s = client.ExistsBatch(ops);
+        }
         for (size_t i = 0; i < n; ++i) c.results[i] = ops[i].status.ok();
         break;
       }
@@ -194,6 +207,7 @@ class Connector {
   }
 
   const BlockKey root_;
+  const uint32_t lease_ms_;
   int efd_ = -1;
   std::vector<std::thread> threads_;
   std::mutex mu_;
@@ -214,13 +228,17 @@ void BindLmcache(py::module_& m) {
       "{\"address\": \"127.0.0.1:7400\"}}");
   py::class_<Connector>(l, "Connector")
       .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
-                       int timeout_ms, unsigned workers, uint64_t shared_memory_bytes) {
+                       int timeout_ms, unsigned workers, uint64_t shared_memory_bytes,
+                       int64_t lookup_lease_ms) {
+             if (lookup_lease_ms < 0 || lookup_lease_ms > 3'600'000)
+               throw py::value_error("lookup_lease_ms must be 0..3600000");
              return std::make_unique<Connector>(
-                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes), workers);
+                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes), workers,
+                 static_cast<uint32_t>(lookup_lease_ms));
            }),
            py::kw_only(), py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "lmcache",
            py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("workers") = 2,
-           py::arg("shared_memory_bytes") = 0)
+           py::arg("shared_memory_bytes") = 0, py::arg("lookup_lease_ms") = 10000)
       .def("event_fd", &Connector::event_fd,
            "Readable (eventfd) while completions wait to be drained.")
       .def(
@@ -240,7 +258,9 @@ void BindLmcache(py::module_& m) {
           [](Connector& c, const std::vector<std::string>& keys) {
             return c.Submit(Op::kExists, keys, py::none());
           },
-          py::arg("keys"))
+          py::arg("keys"),
+          "Lookup and lock: each key found is held for the load that follows (released by "
+          "that load, or after lookup_lease_ms).")
       .def(
           "submit_batch_delete",
           [](Connector& c, const std::vector<std::string>& keys) {

@@ -161,6 +161,32 @@ class LMCacheReplay(KvpooldTestCase):
             t.join(60)
         self.assertEqual(errors, [])
 
+    def test_a_chunk_found_by_lookup_is_still_there_for_its_load(self):
+        """LMCache's lookup and lock: chunks found are held until loaded, while another
+        engine's stores push the pool (64 MiB of DRAM, no flash) over four times."""
+        c, dm = self.plugin()
+        keys = self.chunk_keys(list(range(7, 7 + 256 * 16)))
+        src = [torch.randint(0, 255, (256 << 10,), dtype=torch.uint8) for _ in keys]
+        self.assertEqual(dm.wait(c.submit_batch_set(keys, [memoryview_of(t) for t in src]))[2],
+                         [True] * 16)
+        ok, _, found = dm.wait(c.submit_batch_exists(keys[:8]))  # lookup and lock
+        self.assertEqual((ok, found), (True, [True] * 8))
+        flood, dm2 = self.plugin(lookup_lease_ms=0)
+        blob = torch.randint(0, 255, (1 << 20,), dtype=torch.uint8)
+        for i in range(0, 512, 16):  # 512 chunks of 1 MiB, 16 per store
+            fk = self.chunk_keys(list(range(10**6 + i * 256, 10**6 + (i + 16) * 256)))
+            dm2.wait(flood.submit_batch_set(fk, [memoryview_of(blob)] * len(fk)))
+        # The probe (lease 0) sees the unlocked half gone: the flood did evict.
+        gone = dm2.wait(flood.submit_batch_exists(keys[8:]))[2].count(False)
+        self.assertGreater(gone, 4)
+        dst = [torch.zeros_like(t) for t in src[:8]]
+        ok, _, loaded = dm.wait(c.submit_batch_get(keys[:8], [memoryview_of(t) for t in dst]))
+        self.assertEqual((ok, loaded), (True, [True] * 8))
+        for a, b in zip(src, dst):
+            self.assertTrue(torch.equal(a, b))
+        self.assertIn("leases: 0 held (0 bytes), 8 granted, 8 loaded",
+                      kvpool.Client(self.d.address).stats())
+
     def test_unreachable_pool_completes_with_errors(self):
         c, dm = self.plugin(address="127.0.0.1:1", timeout_ms=300)
         keys = self.chunk_keys(list(range(256)))

@@ -69,6 +69,9 @@ options:
   --io-threads N         threads that serve gets from flash, so a reactor never waits
                          on the device; the flash queue depth reads reach (default 0:
                          two per reactor)
+  --max-lease SIZE       bytes held between a lookup-and-lock (LMCache) and its load,
+                         so a block found is still there when loaded (default 256MiB,
+                         at most a quarter of --dram)
   --reactor-nice N       nice value of the reactor threads, -20..19 (default -10,
                          so the reactors win the CPU from clients and batch jobs on the
                          same host; needs root or CAP_SYS_NICE, else it is logged and
@@ -228,6 +231,9 @@ int main(int argc, char** argv) {
         return Fail("--reactor-nice: an integer in -20..19");
       }
       c.server.reactor_nice = static_cast<int>(x);
+    } else if (a == "--max-lease") {
+      if (!size(&n)) return Fail("--max-lease: a size such as 256MiB (0: no leases)");
+      c.server.max_lease_bytes = n;
     } else if (a == "--io-threads") {
       if (!size(&n) || n > 1024) return Fail("--io-threads: 0..1024 (0: two per reactor)");
       c.server.io_threads = static_cast<unsigned>(n);
@@ -294,6 +300,8 @@ int main(int argc, char** argv) {
   // Derived settings.
   c.store.max_value_bytes = std::min(c.store.max_value_bytes, c.store.dram_bytes / 2);
   c.server.limits.max_value_bytes = c.store.max_value_bytes;
+  // Leased blocks stay pinned in DRAM: at most a quarter of it, so puts always find room.
+  c.server.max_lease_bytes = std::min(c.server.max_lease_bytes, c.store.dram_bytes / 4);
   if (c.unix_socket && c.server.unix_path.empty())
     c.server.unix_path = c.data_dir + "/kvpoold.sock";
   if (c.store.flash_bytes == 0) {

@@ -80,6 +80,11 @@ class Client {
   Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {});
   Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
   Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  // Lookup and lock: ExistsBatch that also holds each block found for the get that follows
+  // (one get releases it; unloaded, it is released after `lease`, at most the server's
+  // max_lease_ms). A held block is served by that get even if the store evicted it
+  // meanwhile. A server older than the lease answers as a plain ExistsBatch.
+  Status HoldBatch(std::span<KeyOp> ops, std::chrono::milliseconds lease, Deadline deadline = {});
   Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
   // Leading keys of `chain` the server holds, in one round trip (a probe).
   Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});

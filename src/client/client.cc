@@ -8,8 +8,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 
@@ -494,7 +496,7 @@ class Client::Impl {
     });
   }
 
-  Result<uint64_t> SubmitKeys(Op op, std::span<KeyOp> ops) {
+  Result<uint64_t> SubmitKeys(Op op, std::span<KeyOp> ops, uint32_t lease_ms = 0) {
     return Chunked(
         ops, [](const KeyOp&) { return 0; },
         [&](std::span<KeyOp> part) {
@@ -503,6 +505,7 @@ class Client::Impl {
           for (KeyOp& k : part) net::AppendKey(meta, k.key);
           net::Header h;
           h.count = static_cast<uint32_t>(part.size());
+          h.reserved = lease_ms;  // EXISTS: hold what is found this long (0: a plain probe)
           Pending p;
           p.op = op;
           p.keys = part;
@@ -648,6 +651,11 @@ Status Client::GetBatch(std::span<GetOp> ops, Deadline deadline) {
 
 Status Client::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
   return impl_->Call(ops, deadline, [&] { return impl_->SubmitKeys(Op::kExists, ops); });
+}
+
+Status Client::HoldBatch(std::span<KeyOp> ops, std::chrono::milliseconds lease, Deadline deadline) {
+  auto ms = static_cast<uint32_t>(std::clamp<int64_t>(lease.count(), 1, UINT32_MAX));
+  return impl_->Call(ops, deadline, [&] { return impl_->SubmitKeys(Op::kExists, ops, ms); });
 }
 
 Status Client::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {

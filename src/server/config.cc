@@ -223,6 +223,13 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.io_threads",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.io_threads = unsigned(n); }, 1024),
         "threads that serve gets from flash, off the reactors (default 0: two per reactor)"}},
+      {"server.max_lease_bytes",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.max_lease_bytes = n; }),
+        "bytes held for loads announced by a lookup-and-lock (LMCache) (default 256MiB, at most "
+        "dram_bytes/4)"}},
+      {"server.max_lease_ms",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.max_lease_ms = uint32_t(n); }, 3'600'000),
+        "longest lease a lookup-and-lock may ask for, in ms (default 60000)"}},
       {"server.reactor_nice",
        {Int([](DaemonConfig* c, long long n) { c->server.reactor_nice = int(n); }, -20, 19),
         "nice value of the reactor threads, -20..19 (default -10; 0 leaves them alone)"}},

@@ -26,6 +26,7 @@ void Connection::QueueView(std::span<const std::byte> bytes) {
 void Connection::ResetOutput() {
   out_bytes_.clear();
   views_.clear();
+  held_views_.clear();
   pieces_.clear();
   piece_ = piece_pos_ = 0;
   out_pos_ = out_total_ = 0;

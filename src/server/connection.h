@@ -113,6 +113,7 @@ class Connection {
   bool waiting_ = false;  // a job of this connection's is running: answers stay in order
   std::vector<std::byte> out_bytes_;
   std::vector<BlockView> views_;  // keep the queued blocks pinned until sent
+  std::vector<std::shared_ptr<const BlockView>> held_views_;  // leased ones, likewise
 
  private:
   struct Piece {

@@ -123,6 +123,13 @@ std::string RenderMetrics(const StoreStats& s, const ServerStats& n) {
   w.Family("kvpool_network_bytes_total", "counter", "Bytes over client connections.");
   w.Sample("kvpool_network_bytes_total", "direction=\"in\"", D(n.bytes_in));
   w.Sample("kvpool_network_bytes_total", "direction=\"out\"", D(n.bytes_out));
+  w.One("kvpool_leases", "gauge", "Blocks held for a load announced by a lookup-and-lock.",
+        D(n.leases.held));
+  w.One("kvpool_lease_bytes", "gauge", "Bytes of the blocks held by leases.",
+        D(n.leases.held_bytes));
+  w.One("kvpool_lease_loads_total", "counter", "Gets that released a lease.", D(n.leases.loads));
+  w.One("kvpool_lease_expired_total", "counter", "Leases that ran out before their load.",
+        D(n.leases.expired));
   return w.str();
 }
 

@@ -7,11 +7,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 
+#include "common/clock.h"
 #include "server/io_workers.h"
+#include "server/leases.h"
 #include "server/server.h"
 #include "server/shm_copy.h"
 
@@ -188,6 +191,7 @@ static size_t AppendResponse(std::vector<std::byte>& out, const net::Header& req
 
 void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
   ++counters_.requests;
+  server_.leases().Tick();
   Op op = static_cast<Op>(hdr_.opcode);
   if (!hello_done_ && op != Op::kHello) {
     ++counters_.auth_failures;
@@ -202,6 +206,8 @@ void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
     case Op::kGet:
       return DoGet(meta);
     case Op::kExists:
+      if (hdr_.reserved > 0) return DoHold(meta);
+      [[fallthrough]];
     case Op::kErase:
     case Op::kMatch:
       return DoKeys(op, meta);
@@ -289,6 +295,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     BlockKey key = scope_.Key(it.key);
     bool overwrite = it.flags & net::kPutOverwrite;
     if (s.ok() && !overwrite && store->Exists(key)) s = Status::Exists();
+    if (s.ok() && overwrite) server_.leases().Forget(key);  // the old bytes never come back
     if (s.ok()) {
       PutOptions po{scope_.Key(it.parent), overwrite};
       po.token_ids = put_tokens_[i];
@@ -393,7 +400,7 @@ class GetRead final : public BlockRead {
   GetRead(Store& store, std::vector<BlockKey> keys, std::vector<net::GetItem> items)
       : BlockRead(store, std::move(keys)), items_(std::move(items)) {}
   void Finish(Connection& c) override {
-    static_cast<NativeConnection&>(c).FinishGet(items_, views_);
+    static_cast<NativeConnection&>(c).FinishGet(items_, keys_, views_);
   }
 
  private:
@@ -416,22 +423,33 @@ IoWorkers* NativeConnection::CopyHelpers() {
 }
 
 void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
+                                 const std::vector<BlockKey>& keys,
                                  std::vector<Result<BlockView>>& views) {
+  Leases& leases = server_.leases();
+  uint64_t now = leases.empty() ? 0 : NowNanos();
   std::vector<std::byte> m;
   m.reserve(items.size() * net::kResponseItemBytes);
   uint64_t data_len = 0;
-  size_t first_view = views_.size();
+  std::vector<std::span<const std::byte>> inline_values;
   for (size_t i = 0; i < items.size(); ++i) {
     const net::GetItem& it = items[i];
     Result<BlockView>& view = views[i];
+    // A lease taken by an earlier lookup is released by this load, and answers it if the
+    // store has let the block go meanwhile.
+    std::shared_ptr<const BlockView> held;
+    if (now != 0 && !keys[i].empty()) {
+      held = leases.Take(keys[i], now);
+      if (held) leases.CountLoad(!view.ok());
+    }
+    const BlockView* src = view.ok() ? &*view : held.get();
     net::ResponseItem r;
-    if (!view.ok()) {
+    if (src == nullptr) {
       r.code = static_cast<uint8_t>(
           view.status().code() == Code::kCorruption ? Code::kNotFound : view.status().code());
     } else {
-      std::span<const std::byte> v = view->data();
+      std::span<const std::byte> v = src->data();
       r.size = v.size();
-      r.crc = view->crc();
+      r.crc = src->crc();
       if (v.size() > it.max_len) {
         r.code = static_cast<uint8_t>(Code::kBufferTooSmall);
       } else if (it.shm_offset != net::kInline) {
@@ -444,14 +462,57 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
         }
       } else {
         data_len += v.size();
-        views_.push_back(std::move(*view));
+        inline_values.push_back(v);
+        // Pinned until sent (the bytes do not move with the view).
+        if (view.ok()) {
+          views_.push_back(std::move(*view));
+        } else {
+          held_views_.push_back(std::move(held));
+        }
       }
     }
     net::AppendResponseItem(m, r);
   }
   size_t at = AppendResponse(out_bytes_, hdr_, hdr_.count, m, data_len);
   QueueOwned(at, out_bytes_.size() - at);
-  for (size_t i = first_view; i < views_.size(); ++i) QueueView(views_[i].data());
+  for (std::span<const std::byte> v : inline_values) QueueView(v);
+}
+
+// An EXISTS with a lease: its blocks are read like a GET's (pinned, or read from flash on
+// an I/O thread), then held instead of sent.
+class HoldRead final : public BlockRead {
+ public:
+  HoldRead(Store& store, std::vector<BlockKey> keys) : BlockRead(store, std::move(keys)) {}
+  void Finish(Connection& c) override {
+    static_cast<NativeConnection&>(c).FinishHold(keys_, views_);
+  }
+};
+
+void NativeConnection::DoHold(std::span<const std::byte> meta) {
+  std::vector<BlockKey> keys(hdr_.count);
+  for (uint32_t i = 0; i < hdr_.count; ++i) {
+    keys[i] = scope_.Key(net::DecodeKey(meta.data() + i * net::kKeyBytes));
+  }
+  StartRead(std::make_shared<HoldRead>(*server_.store(), std::move(keys)));
+}
+
+void NativeConnection::FinishHold(const std::vector<BlockKey>& keys,
+                                  std::vector<Result<BlockView>>& views) {
+  uint64_t ttl_ms = std::min<uint64_t>(hdr_.reserved, server_.options().max_lease_ms);
+  uint64_t now = NowNanos();
+  std::vector<std::byte> m;
+  m.reserve(keys.size() * net::kResponseItemBytes);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    net::ResponseItem r;
+    if (views[i].ok()) {
+      server_.leases().Hold(keys[i], std::move(*views[i]), now, ttl_ms * 1'000'000);
+    } else {
+      r.code = static_cast<uint8_t>(Code::kNotFound);
+    }
+    net::AppendResponseItem(m, r);
+  }
+  size_t at = AppendResponse(out_bytes_, hdr_, hdr_.count, m, 0);
+  QueueOwned(at, out_bytes_.size() - at);
 }
 
 void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
@@ -475,6 +536,7 @@ void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
       } else if (op == Op::kExists) {
         s = store->Exists(k) ? Status::Ok() : Status::NotFound();
       } else {
+        server_.leases().Forget(k);
         s = store->Erase(k);
       }
       r.code = net::WireCode(s);

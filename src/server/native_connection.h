@@ -52,12 +52,18 @@ class NativeConnection final : public Connection {
   void FinishPut();
   void DoGet(std::span<const std::byte> meta);
   // Answers a get whose blocks are resolved: views[i] is item i's view or its status.
-  void FinishGet(const std::vector<net::GetItem>& items, std::vector<Result<BlockView>>& views);
+  void FinishGet(const std::vector<net::GetItem>& items, const std::vector<BlockKey>& keys,
+                 std::vector<Result<BlockView>>& views);
+  // EXISTS with a lease (header.reserved = milliseconds): found blocks are held for the GET
+  // that follows (server/leases.h).
+  void DoHold(std::span<const std::byte> meta);
+  void FinishHold(const std::vector<BlockKey>& keys, std::vector<Result<BlockView>>& views);
   // The I/O threads, offered half of each large copy into shared memory while the server
   // is lightly loaded (at most one open connection per reactor: the other cores are
   // likely idle); null otherwise, when splitting would only add a hand-off.
   IoWorkers* CopyHelpers();
   friend class GetRead;
+  friend class HoldRead;
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
   void FinishPing();

@@ -68,6 +68,7 @@ Next RespConnection::Drive() {
       continue;
     }
     ++counters_.requests;
+    server_.leases().Tick();  // an expired lease pins nothing a SET needs room for
     bool keep = args_.empty() || Execute(args_);
     in_start_ += consumed;  // args_ pointed into in_; Execute has copied what it keeps
     if (!keep) {
@@ -163,6 +164,7 @@ void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
     std::memcpy(&expiry, view->data().data(), kExpiryBytes);
     if (expiry != 0 && expiry <= NowUnixMs()) {
       view = Status::NotFound();  // unpin before erasing
+      server_.leases().Forget(keys[i]);
       (void)server_.store()->Erase(keys[i]);
       Reply("$-1\r\n");
       continue;
@@ -178,6 +180,7 @@ void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
 Status RespConnection::Set(std::string_view key, std::string_view value, uint64_t expiry_ms,
                            bool overwrite) {
   Store* store = server_.store();
+  if (overwrite) server_.leases().Forget(KeyOf(key));
   auto r = store->Reserve(KeyOf(key), value.size() + kExpiryBytes,
                           PutOptions{.parent = {}, .overwrite = overwrite});
   if (!r.ok()) return r.status();
@@ -327,7 +330,10 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   } else if (cmd == "DEL" || cmd == "UNLINK") {
     if (!arity(2)) return true;
     long long n = 0;
-    for (size_t i = 1; i < argc; ++i) n += store->Erase(KeyOf(args[i])).ok() ? 1 : 0;
+    for (size_t i = 1; i < argc; ++i) {
+      server_.leases().Forget(KeyOf(args[i]));
+      n += store->Erase(KeyOf(args[i])).ok() ? 1 : 0;
+    }
     ReplyInt(n);
   } else if (cmd == "DBSIZE") {
     ReplyInt(static_cast<long long>(store->GetStats().index_entries));
@@ -335,6 +341,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     if (!server_.tenants().open()) {
       ReplyError("ERR FLUSHALL is disabled on a pool with tenants (it would empty them all)");
     } else {
+      server_.leases().Clear();
       store->Clear();
       Reply("+OK\r\n");
     }

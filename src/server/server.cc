@@ -286,12 +286,18 @@ std::string ServerStats::ToString() const {
     << connections_refused << " refused\n"
     << "requests: " << requests << ", protocol errors " << protocol_errors << ", auth failures "
     << auth_failures << "\n"
-    << "bytes: " << bytes_in << " in, " << bytes_out << " out\n";
+    << "bytes: " << bytes_in << " in, " << bytes_out << " out\n"
+    << "leases: " << leases.held << " held (" << leases.held_bytes << " bytes), " << leases.granted
+    << " granted, " << leases.loads << " loaded (" << leases.saved << " after eviction), "
+    << leases.expired << " expired\n";
   return o.str();
 }
 
 Server::Server(const ServerOptions& options, Store* store)
-    : options_(options), store_(store), tenants_(options.tenants) {}
+    : options_(options),
+      store_(store),
+      tenants_(options.tenants),
+      leases_(options.max_lease_bytes) {}
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
   std::unique_ptr<Server> s(new Server(options, store));
@@ -375,6 +381,7 @@ ServerStats Server::GetStats() const {
     s.bytes_out += c.bytes_out;
     s.connections_open += r->open();
   }
+  s.leases = leases_.stats();
   return s;
 }
 

@@ -18,6 +18,7 @@
 #include "kvpool/store.h"
 #include "net/protocol.h"
 #include "net/socket.h"
+#include "server/leases.h"
 #include "server/tenants.h"
 
 namespace kvpool::server {
@@ -45,6 +46,10 @@ struct ServerOptions {
   // batch of reads in flight, so this is the flash queue depth reads can reach. 0: two per
   // reactor.
   unsigned io_threads = 0;
+  // Lookup-and-lock (an EXISTS with a lease, server/leases.h): the most bytes held for
+  // loads to come, and the longest a lease may ask for.
+  uint64_t max_lease_bytes = 256ull << 20;
+  uint32_t max_lease_ms = 60'000;
 };
 
 // Counters summed over reactors (each reactor writes only its own).
@@ -52,6 +57,7 @@ struct ServerStats {
   uint64_t connections_accepted = 0, connections_open = 0, connections_refused = 0;
   uint64_t requests = 0, protocol_errors = 0, auth_failures = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
+  LeaseStats leases;
   std::string ToString() const;
 };
 
@@ -83,6 +89,7 @@ class Server {
   const Tenants& tenants() const { return tenants_; }
   std::atomic<unsigned>& open_connections() { return open_connections_; }
   IoWorkers& io() { return *io_; }
+  Leases& leases() { return leases_; }
   uint64_t NextConnectionId() { return next_connection_id_.fetch_add(1) + 1; }
 
  private:
@@ -99,6 +106,7 @@ class Server {
   std::vector<std::thread> threads_;
   std::unique_ptr<IoWorkers> io_;  // after reactors_: destroyed first (it posts to them)
   std::atomic<uint64_t> next_connection_id_{0};
+  Leases leases_;  // pins blocks of store_, which outlives the server
   int reactor_nice_ = 0;
   std::string reactor_nice_error_;
   bool stopped_ = false;
