@@ -5,6 +5,7 @@ Namespace      schema v2 namespace (tenant, model, layout, dtype, TP/PP shard, s
 engines        vLLM / LMCache / SGLang / Dynamo block hashes from token ids
 sglang         SGLang HiCache storage backend (kvpool.sglang.KvpoolHiCacheStorage)
 lmcache        LMCache native_plugin L2 connector (kvpool.lmcache.Connector)
+vllm           a secondary tier of vLLM's tiered KV offloading (kvpool.vllm.KvpoolTier)
 Store          the embedded tiered store (DRAM + optional flash file)
 Client         a connection to one kvpoold ("host:port" or "unix:/path")
 Pool           many kvpoold nodes as one store (static members or etcd)
