@@ -333,6 +333,33 @@ TEST_F(ServerTest, PipelinedTicketsCompleteInOrder) {
   }
 }
 
+TEST_F(ServerTest, APutBatchLargerThanTheDramFailsItsRestAtOnce) {
+  StartOrDie();  // 64 MiB of DRAM, no flash
+  auto c = Connect(daemon_->tcp_address());
+  ASSERT_TRUE(c);
+  std::vector<std::byte> v(1 << 20, std::byte{7});
+  std::vector<PutOp> ops(100);  // 100 MiB in one request: its own reservations fill the DRAM
+  for (size_t i = 0; i < ops.size(); ++i) ops[i] = PutOp{BlockKey{77, i + 1}, v, {}, {}};
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c->PutBatch(ops).ok());
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t stored = 0, no_space = 0;
+  for (const PutOp& op : ops) {
+    stored += op.status.ok();
+    no_space += op.status.code() == Code::kNoSpace;
+  }
+  EXPECT_EQ(stored + no_space, ops.size());
+  EXPECT_GT(stored, 30u);
+  EXPECT_GT(no_space, 0u);
+  // One wait for room (at most 2 s), not one per item (was 2 s x each item left).
+  EXPECT_LT(s, 6.0) << stored << " stored, " << no_space << " refused";
+  EXPECT_TRUE(c->Ping().ok());
+  std::vector<std::byte> buf(1 << 20);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].status.ok()) EXPECT_TRUE(c->Get(ops[i].key, buf).ok()) << i;
+  }
+}
+
 TEST_F(ServerTest, LimitsAnswerWithClearCodesAndKeepTheConnection) {
   StartOrDie({"--max-value", "1MiB", "--max-batch", "4"});
   auto c = Connect(daemon_->tcp_address());

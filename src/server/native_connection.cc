@@ -276,6 +276,10 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
   reservations_.resize(hdr_.count);
   checksummed_.assign(hdr_.count, 0);
   targets_.clear();
+  // A request whose values outgrow what can be freed (its own reservations pin the rest)
+  // fails its remaining items at once: each Reserve would wait for room that this very
+  // request holds, stalling the reactor seconds per item.
+  bool no_space = false;
   for (uint32_t i = 0; i < hdr_.count; ++i) {
     net::PutItem& it = put_items_[i];
     it = net::DecodePutItem(meta.data() + i * net::kPutItemBytes);
@@ -296,6 +300,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     bool overwrite = it.flags & net::kPutOverwrite;
     if (s.ok() && !overwrite && store->Exists(key)) s = Status::Exists();
     if (s.ok() && overwrite) server_.leases().Forget(key);  // the old bytes never come back
+    if (s.ok() && no_space) s = Status::NoSpace("an earlier item of this request found no room");
     if (s.ok()) {
       PutOptions po{scope_.Key(it.parent), overwrite};
       po.token_ids = put_tokens_[i];
@@ -304,6 +309,7 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
         reservations_[i] = std::move(r).value();
       } else {
         s = r.status();
+        no_space = s.code() == Code::kNoSpace;
       }
     }
     results_[i].code = net::WireCode(s);
