@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "daemon.h"
+#include "daemon_test.h"
 #include "kvpool/client.h"
 #include "kvpool/store.h"
 #include "server/leases.h"
@@ -15,16 +15,6 @@
 
 namespace kvpool {
 namespace {
-
-std::vector<std::byte> Pattern(const BlockKey& k, size_t size) {
-  std::vector<std::byte> v(size);
-  uint64_t x = k.lo * 0x9E3779B97F4A7C15ull + k.hi;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
-}
 
 std::unique_ptr<Store> SmallStore() {
   auto s = Store::Open(testing::SmallOptions(16 << 20));
@@ -41,7 +31,7 @@ TEST(LeaseTable, AHeldBlockOutlivesItsEraseAndGoesWithItsLastHolder) {
   auto store = SmallStore();
   ASSERT_TRUE(store);
   BlockKey k{1, 2};
-  auto want = Pattern(k, 100000);
+  auto want = testing::TestValue(k, 0, 100000);
   ASSERT_TRUE(store->Put(k, want).ok());
   server::Leases leases(1 << 20);
   EXPECT_TRUE(leases.empty());
@@ -70,8 +60,8 @@ TEST(LeaseTable, AnExpiredLeaseIsNeverReturned) {
   auto store = SmallStore();
   ASSERT_TRUE(store);
   BlockKey a{1, 1}, b{1, 2};
-  ASSERT_TRUE(store->Put(a, Pattern(a, 5000)).ok());
-  ASSERT_TRUE(store->Put(b, Pattern(b, 5000)).ok());
+  ASSERT_TRUE(store->Put(a, testing::TestValue(a, 0, 5000)).ok());
+  ASSERT_TRUE(store->Put(b, testing::TestValue(b, 0, 5000)).ok());
   server::Leases leases(1 << 20);
   uint64_t now = NowNanos();
   leases.Hold(a, ViewOf(*store, a), now, 10'000'000);   // 10 ms
@@ -93,7 +83,7 @@ TEST(LeaseTable, PastItsByteBoundTheLeaseDueSoonestGoes) {
   BlockKey keys[3] = {{7, 1}, {7, 2}, {7, 3}};
   uint64_t ttl_ms[3] = {300, 100, 200};
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(store->Put(keys[i], Pattern(keys[i], 10000)).ok());
+    ASSERT_TRUE(store->Put(keys[i], testing::TestValue(keys[i], 0, 10000)).ok());
     leases.Hold(keys[i], ViewOf(*store, keys[i]), now, ttl_ms[i] * 1'000'000);
   }
   EXPECT_EQ(leases.stats().held, 2u);
@@ -106,20 +96,12 @@ TEST(LeaseTable, PastItsByteBoundTheLeaseDueSoonestGoes) {
 
 // ---- a real kvpoold ---------------------------------------------------------------------
 
-class LeaseServerTest : public ::testing::Test {
+class LeaseServerTest : public testing::DaemonTest {
  protected:
+  LeaseServerTest() : DaemonTest("kvpoold-lease") {}
   void SetUp() override {
-    dir_ = testing::MakeTempDir("kvpoold-lease");
-    daemon_ = std::make_unique<testing::Daemon>(dir_);
+    DaemonTest::SetUp();
     ASSERT_TRUE(daemon_->Start()) << daemon_->output();  // 64 MiB of DRAM, no flash
-  }
-  void TearDown() override {
-    int rc = daemon_->Stop();
-    if (rc != -1) EXPECT_EQ(rc, 0) << daemon_->output();
-    std::string log = daemon_->output();
-    EXPECT_EQ(log.find("Sanitizer"), std::string::npos) << log;
-    daemon_.reset();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
   }
   std::unique_ptr<Client> Connect(const std::string& ns = "lmcache") {
     ClientOptions o;
@@ -130,7 +112,7 @@ class LeaseServerTest : public ::testing::Test {
   }
   // Puts `n` blocks of 256 KiB from key base.. : 4x the DRAM evicts what was there.
   void Flood(Client& c, uint64_t base, int n) {
-    auto v = Pattern(BlockKey{99, 99}, 256 << 10);
+    auto v = testing::TestValue(BlockKey{99, 99}, 0, 256 << 10);
     for (int i = 0; i < n; i += 16) {
       std::vector<PutOp> ops(std::min(16, n - i));
       for (size_t j = 0; j < ops.size(); ++j) ops[j] = PutOp{{base, uint64_t(i + j)}, v, {}, {}};
@@ -145,8 +127,6 @@ class LeaseServerTest : public ::testing::Test {
     for (const KeyOp& o : ops) n += o.status.ok();
     return n;
   }
-  std::string dir_;
-  std::unique_ptr<testing::Daemon> daemon_;
 };
 
 TEST_F(LeaseServerTest, BlocksFoundByALookupAndLockAreLoadedAfterEviction) {
@@ -154,7 +134,7 @@ TEST_F(LeaseServerTest, BlocksFoundByALookupAndLockAreLoadedAfterEviction) {
   ASSERT_TRUE(c);
   std::vector<BlockKey> keys;
   for (uint64_t i = 0; i < 32; ++i) keys.push_back(BlockKey{5, i});
-  for (const BlockKey& k : keys) ASSERT_TRUE(c->Put(k, Pattern(k, 200000)).ok());
+  for (const BlockKey& k : keys) ASSERT_TRUE(c->Put(k, testing::TestValue(k, 0, 200000)).ok());
   // Lock the first 16 (one lookup-and-lock, as LMCache's adapter issues it).
   std::vector<KeyOp> hold(16);
   for (size_t i = 0; i < 16; ++i) hold[i].key = keys[i];
@@ -178,7 +158,7 @@ TEST_F(LeaseServerTest, BlocksFoundByALookupAndLockAreLoadedAfterEviction) {
   ASSERT_TRUE(c->GetBatch(gets).ok());
   for (size_t i = 0; i < 16; ++i) {
     ASSERT_TRUE(gets[i].status.ok()) << i << ": " << gets[i].status.ToString();
-    auto want = Pattern(keys[i], 200000);
+    auto want = testing::TestValue(keys[i], 0, 200000);
     EXPECT_EQ(0, std::memcmp(bufs[i].data(), want.data(), want.size())) << i;
   }
   auto stats = c->ServerStats();
@@ -194,8 +174,8 @@ TEST_F(LeaseServerTest, AnUnloadedLeaseExpiresAndAPlainExistsHoldsNothing) {
   auto c = Connect();
   ASSERT_TRUE(c);
   BlockKey a{8, 1}, b{8, 2};
-  ASSERT_TRUE(c->Put(a, Pattern(a, 100000)).ok());
-  ASSERT_TRUE(c->Put(b, Pattern(b, 100000)).ok());
+  ASSERT_TRUE(c->Put(a, testing::TestValue(a, 0, 100000)).ok());
+  ASSERT_TRUE(c->Put(b, testing::TestValue(b, 0, 100000)).ok());
   std::vector<KeyOp> hold(1);
   hold[0].key = a;
   ASSERT_TRUE(c->HoldBatch(hold, std::chrono::milliseconds(100)).ok());
@@ -218,12 +198,12 @@ TEST_F(LeaseServerTest, EraseAndOverwriteEndALeaseSoOldBytesNeverComeBack) {
   auto c = Connect();
   ASSERT_TRUE(c);
   BlockKey a{10, 1}, b{10, 2};
-  ASSERT_TRUE(c->Put(a, Pattern(a, 50000)).ok());
-  ASSERT_TRUE(c->Put(b, Pattern(b, 50000)).ok());
+  ASSERT_TRUE(c->Put(a, testing::TestValue(a, 0, 50000)).ok());
+  ASSERT_TRUE(c->Put(b, testing::TestValue(b, 0, 50000)).ok());
   std::vector<KeyOp> hold = {{a, {}}, {b, {}}};
   ASSERT_TRUE(c->HoldBatch(hold, std::chrono::seconds(30)).ok());
   ASSERT_TRUE(c->Erase(a).ok());
-  auto fresh = Pattern(BlockKey{11, 11}, 40000);
+  auto fresh = testing::TestValue(BlockKey{11, 11}, 0, 40000);
   ASSERT_TRUE(c->Put(b, fresh, {.overwrite = true}).ok());
   std::vector<std::byte> buf(50000);
   EXPECT_TRUE(c->Get(a, buf).status().IsNotFound());

@@ -16,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/proc_stat.h"
 #include "daemon.h"
+#include "daemon_test.h"
 #include "kvpool/client.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -47,26 +48,11 @@ std::unique_ptr<Client> Connect(const std::string& address, const std::string& n
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public testing::DaemonTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::MakeTempDir("kvpoold-test");
-    daemon_ = std::make_unique<Daemon>(dir_);
-  }
-  void TearDown() override {
-    int rc = daemon_->Stop();  // a clean exit, and nothing a sanitizer build complained of
-    if (rc != -1) EXPECT_EQ(rc, 0) << daemon_->output();
-    std::string log = daemon_->output();
-    EXPECT_EQ(log.find("Sanitizer"), std::string::npos) << log;
-    EXPECT_EQ(log.find("runtime error"), std::string::npos) << log;
-    daemon_.reset();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
   void StartOrDie(const std::vector<std::string>& extra = {}) {
     ASSERT_TRUE(daemon_->Start(extra)) << daemon_->output();
   }
-  std::string dir_;
-  std::unique_ptr<Daemon> daemon_;
 };
 
 // A raw protocol connection for frames the client library would never send.

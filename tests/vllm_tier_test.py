@@ -124,6 +124,12 @@ class VllmTierReplay(KvpooldTestCase):
         self.assertEqual(len(got), want_jobs)
         return got
 
+    def store(self, tier, keys, fill, req):
+        """The primary's first chunks filled with `fill`, cascaded as one store job."""
+        self.primary[:len(keys)] = fill
+        tier.submit_store(self.job(keys, range(len(keys)), False, req))
+        return self.step(tier, 1)[self.next_job].success
+
     def lookup_all(self, tier, keys, req, timeout=20):
         """The scheduler's lookups for one request until no answer is RETRY."""
         from kvpool.vllm import LookupResult
@@ -189,9 +195,7 @@ class VllmTierReplay(KvpooldTestCase):
         from kvpool.vllm import LookupResult
         t = self.tier()
         keys = [offload_key(5000 + i) for i in range(8)]
-        self.primary[:8] = 9
-        t.submit_store(self.job(keys, range(8), False, "a"))
-        self.assertTrue(self.step(t, 1)[self.next_job].success)
+        self.assertTrue(self.store(t, keys, 9, "a"))
         res, ctx = self.lookup_all(t, keys, "b")
         self.assertEqual(res, [LookupResult.HIT] * 8)
         # Another instance erases two of them before the load.
@@ -208,12 +212,9 @@ class VllmTierReplay(KvpooldTestCase):
     def test_stores_are_insert_only_and_chained(self):
         t = self.tier()
         keys = [offload_key(7000 + i) for i in range(4)]
-        self.primary[:4] = 1
-        t.submit_store(self.job(keys, range(4), False, "a"))
-        self.assertTrue(self.step(t, 1)[self.next_job].success)
-        self.primary[:4] = 2  # another instance offloads the same blocks: nothing is rewritten
-        t.submit_store(self.job(keys, range(4), False, "b"))
-        self.assertTrue(self.step(t, 1)[self.next_job].success)
+        self.assertTrue(self.store(t, keys, 1, "a"))
+        # Another instance offloads the same blocks: nothing is rewritten.
+        self.assertTrue(self.store(t, keys, 2, "b"))
         c = kvpool.Client(self.d.address, namespace="vllm")
         chain = [kvpool.foreign_key(t.tier.root, "vllm", k) for k in keys]
         self.assertEqual(c.match_prefix(chain), 4)

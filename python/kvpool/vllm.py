@@ -296,8 +296,6 @@ class KvpoolTier(SecondaryTierManager):
         for t in self._threads:
             t.join(5)
 
-    stop_executor = shutdown
-
     # -- threads ---------------------------------------------------------------------------
     def _lookup_loop(self):
         client = Client(**self._client_args)

@@ -31,11 +31,14 @@ void Leases::Hold(const BlockKey& key, BlockView view, uint64_t now_ns, uint64_t
   while (bytes_ > max_bytes_ && !due_.empty()) DropLocked(held_.find(due_.begin()->second), true);
 }
 
-std::shared_ptr<const BlockView> Leases::Take(const BlockKey& key, uint64_t now_ns) {
+std::shared_ptr<const BlockView> Leases::Take(const BlockKey& key, uint64_t now_ns,
+                                              bool store_missed) {
   std::lock_guard lock(mu_);
   SweepLocked(now_ns);
   auto it = held_.find(key);
   if (it == held_.end()) return nullptr;
+  ++counts_.loads;
+  counts_.saved += store_missed;
   std::shared_ptr<const BlockView> v = it->second.view;
   if (--it->second.holders == 0) DropLocked(it, false);
   return v;
@@ -70,12 +73,6 @@ void Leases::DropLocked(Map::iterator it, bool expired) {
   if (expired) counts_.expired += l.holders;
   held_.erase(it);  // the pin goes with the last reference to the view
   count_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void Leases::CountLoad(bool saved) {
-  std::lock_guard lock(mu_);
-  ++counts_.loads;
-  counts_.saved += saved;
 }
 
 LeaseStats Leases::stats() const {

@@ -42,9 +42,10 @@ class Leases {
   // keeps its view, takes the later expiry and one more holder.
   void Hold(const BlockKey& key, BlockView view, uint64_t now_ns, uint64_t ttl_ns);
   // Releases one holder of `key` and returns the held view (the caller answers from it when
-  // the store misses); null if the key is not held.
-  // An expired lease is never returned.
-  std::shared_ptr<const BlockView> Take(const BlockKey& key, uint64_t now_ns);
+  // the store misses: `store_missed`, counted); null if the key is not held. An expired
+  // lease is never returned.
+  std::shared_ptr<const BlockView> Take(const BlockKey& key, uint64_t now_ns,
+                                        bool store_missed = false);
   // The block was erased or replaced: its lease goes, so the old bytes never come back.
   void Forget(const BlockKey& key) {
     if (!empty()) ForgetSlow(&key);
@@ -63,7 +64,6 @@ class Leases {
   }
 
   bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
-  void CountLoad(bool saved);
   LeaseStats stats() const;
 
  private:

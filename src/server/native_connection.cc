@@ -443,10 +443,7 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
     // A lease taken by an earlier lookup is released by this load, and answers it if the
     // store has let the block go meanwhile.
     std::shared_ptr<const BlockView> held;
-    if (now != 0 && !keys[i].empty()) {
-      held = leases.Take(keys[i], now);
-      if (held) leases.CountLoad(!view.ok());
-    }
+    if (now != 0 && !keys[i].empty()) held = leases.Take(keys[i], now, !view.ok());
     const BlockView* src = view.ok() ? &*view : held.get();
     net::ResponseItem r;
     if (src == nullptr) {
@@ -494,12 +491,16 @@ class HoldRead final : public BlockRead {
   }
 };
 
-void NativeConnection::DoHold(std::span<const std::byte> meta) {
+std::vector<BlockKey> NativeConnection::ScopedKeys(std::span<const std::byte> meta) const {
   std::vector<BlockKey> keys(hdr_.count);
   for (uint32_t i = 0; i < hdr_.count; ++i) {
     keys[i] = scope_.Key(net::DecodeKey(meta.data() + i * net::kKeyBytes));
   }
-  StartRead(std::make_shared<HoldRead>(*server_.store(), std::move(keys)));
+  return keys;
+}
+
+void NativeConnection::DoHold(std::span<const std::byte> meta) {
+  StartRead(std::make_shared<HoldRead>(*server_.store(), ScopedKeys(meta)));
 }
 
 void NativeConnection::FinishHold(const std::vector<BlockKey>& keys,
@@ -523,10 +524,7 @@ void NativeConnection::FinishHold(const std::vector<BlockKey>& keys,
 
 void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
   Store* store = server_.store();
-  std::vector<BlockKey> keys(hdr_.count);
-  for (uint32_t i = 0; i < hdr_.count; ++i) {
-    keys[i] = scope_.Key(net::DecodeKey(meta.data() + i * net::kKeyBytes));
-  }
+  std::vector<BlockKey> keys = ScopedKeys(meta);
   std::vector<std::byte> m;
   uint32_t count = hdr_.count;
   if (op == Op::kMatch) {

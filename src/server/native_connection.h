@@ -57,6 +57,8 @@ class NativeConnection final : public Connection {
   // EXISTS with a lease (header.reserved = milliseconds): found blocks are held for the GET
   // that follows (server/leases.h).
   void DoHold(std::span<const std::byte> meta);
+  // The frame's meta as keys (16 bytes each), in this connection's namespace.
+  std::vector<BlockKey> ScopedKeys(std::span<const std::byte> meta) const;
   void FinishHold(const std::vector<BlockKey>& keys, std::vector<Result<BlockView>>& views);
   // The I/O threads, offered half of each large copy into shared memory while the server
   // is lightly loaded (at most one open connection per reactor: the other cores are
