@@ -124,6 +124,12 @@ class ScrapedByPrometheus(unittest.TestCase):
             self.assertGreaterEqual(prom.query('kvpool_network_bytes_total{direction="in"}')[0][1],
                                     puts * 4096)
             self.assertEqual(prom.query('kvpool_blocks{tier="dram"}')[0][1], puts)
+            # An open node counts every client under the tenant "default".
+            self.assertEqual(prom.query('kvpool_tenant_gets_total{tenant="default"}')[0][1], 400)
+            self.assertEqual(prom.query('kvpool_tenant_hits_total{tenant="default"}')[0][1], hits)
+            self.assertEqual(prom.query('kvpool_tenant_puts_total{tenant="default"}')[0][1], puts)
+            # Puts over the network are timed too (reserve + commit inside the store).
+            self.assertEqual(prom.query("kvpool_put_latency_seconds_count")[0][1], puts)
             # The histogram aggregates like any Prometheus histogram.
             p50 = prom.query('histogram_quantile(0.5, kvpool_get_latency_seconds_bucket{tier="dram"})')
             self.assertTrue(0 < p50[0][1] < 0.01, p50)
@@ -145,7 +151,8 @@ class ScrapedByPrometheus(unittest.TestCase):
                 for target in panel["targets"]:
                     expr = target["expr"].replace("$instance", ".*")
                     result = prom.query(expr)  # asserts status success
-                    if "kvpool_gets_total" in expr or "kvpool_used_bytes" in expr:
+                    if ("kvpool_gets_total" in expr or "kvpool_used_bytes" in expr or
+                            "kvpool_tenant_requests_total" in expr):
                         self.assertTrue(result, (panel["title"], expr))
         finally:
             if prom:

@@ -1,5 +1,6 @@
 // kvpoold: the pool daemon. Parses settings (machine defaults < config file < flags),
-// locks the data directory, opens the store, serves until SIGTERM/SIGINT.
+// locks the data directory, opens the store, serves until SIGTERM/SIGINT; SIGHUP reloads
+// what can change while running.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -26,13 +28,18 @@
 #include "cluster/membership.h"
 #include "cluster/registrar.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/units.h"
 #include "engine/tiered_store.h"
 #include "kvpool/store.h"
 #include "net/socket.h"
 #include "server/config.h"
+#include "server/http_endpoint.h"
 #include "server/metrics.h"
+#include "server/node_stats.h"
 #include "server/server.h"
+#include "server/status_json.h"
+#include "server/status_page.h"
 
 namespace {
 
@@ -55,9 +62,9 @@ options:
   --data-dir DIR         lock file, socket and flash file live here (kvpool-data)
   --listen ADDR          native TCP address, host:port ("off" to disable)
   --resp-listen ADDR     RESP2 address, host:port ("off" to disable)
-  --metrics-listen ADDR  Prometheus metrics over HTTP (GET /metrics), host:port, e.g.
-                         127.0.0.1:7402; keep it on loopback or a trusted network
-                         (default off)
+  --metrics-listen ADDR  HTTP endpoint, host:port, e.g. 127.0.0.1:7402: Prometheus
+                         metrics at /metrics, a live page at /, JSON at /api/stats;
+                         keep it on loopback or a trusted network (default off)
   --unix-socket PATH     same-host socket path ("off" to disable)
   --dram SIZE            DRAM tier, e.g. 8GiB
   --flash SIZE           flash tier size (0: DRAM only)
@@ -96,6 +103,7 @@ options:
                          default) or map (vLLM's current msgspec classes)
   --kv-events-medium M   medium named in events (default EXTERNAL: Dynamo's external tier)
   --kv-events-hash H     int (vLLM's 64-bit form, default) or bytes (16-byte keys)
+  --log-level L          error, warn, info (default) or debug
   --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
   --print-config         print the settings that would be used, and exit
   --help                 this text
@@ -111,18 +119,12 @@ Signals: SIGTERM or SIGINT stop it cleanly: blocks held only in DRAM are written
 flash first (store.flush_on_close), and the next start finds them. After a crash
 (kill -9) the blocks of every completed flash region are found; none is ever wrong
 or comes back erased. A second kvpoold on the same data directory is refused.
+SIGHUP reads --config FILE again and applies the tenants (new connections
+authenticate against them) and the log level; it logs the settings that changed
+but take a restart.
 )";
 
-// Called from several threads (main, etcd registration, the member watch): gmtime_r, and
-// one fprintf per line (stdio locks the stream).
-void Log(const std::string& msg) {
-  char ts[32];
-  time_t now = time(nullptr);
-  struct tm utc {};
-  gmtime_r(&now, &utc);
-  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  std::fprintf(stderr, "%s kvpoold[%d]: %s\n", ts, getpid(), msg.c_str());
-}
+void Log(const std::string& msg) { kvpool::log::Info(msg); }
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "kvpoold: %s\n(kvpoold --help for usage)\n", msg.c_str());
@@ -160,26 +162,33 @@ kvpool::Result<kvpool::cluster::Member> SelfMember(const DaemonConfig& c, uint16
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string data_dir = "kvpool-data", config_file;
+struct Loaded {
+  DaemonConfig config;
+  std::string config_file;
+  std::map<std::string, std::string> file_settings;  // what the file set ("table.key")
   bool print_config = false;
-  for (int i = 1; i < argc; ++i) {  // data dir and config first: they shape the defaults
+};
+
+// Settings in order: machine defaults, the config file, flags; then those derived from
+// them. At start and again on SIGHUP.
+kvpool::Result<Loaded> Load(int argc, char** argv) {
+  auto Bad = [](const std::string& msg) { return kvpool::Status::InvalidArgument(msg); };
+  Loaded out;
+  std::string data_dir = "kvpool-data";
+  for (int i = 1; i + 1 < argc; ++i) {  // data dir and config first: they shape the defaults
     std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::printf(kUsage, kvpool::server::DescribeSettings().c_str());
-      return 0;
-    }
-    if (a == "--data-dir" && i + 1 < argc) data_dir = argv[i + 1];
-    if (a == "--config" && i + 1 < argc) config_file = argv[i + 1];
+    if (a == "--data-dir") data_dir = argv[i + 1];
+    if (a == "--config") out.config_file = argv[i + 1];
   }
-  DaemonConfig c = kvpool::server::MachineDefaults(data_dir);
-  if (!config_file.empty()) {
-    std::ifstream f(config_file);
-    if (!f) return Fail("cannot read config file " + config_file + ": " + std::strerror(errno));
+  DaemonConfig& c = out.config;
+  c = kvpool::server::MachineDefaults(data_dir);
+  if (!out.config_file.empty()) {
+    std::ifstream f(out.config_file);
+    if (!f) return Bad("cannot read config file " + out.config_file + ": " + std::strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
-    if (auto s = kvpool::server::ApplyToml(ss.str(), &c); !s.ok()) {
-      return Fail(config_file + ": " + std::string(s.message()));
+    if (auto s = kvpool::server::ApplyToml(ss.str(), &c, &out.file_settings); !s.ok()) {
+      return Bad(out.config_file + ": " + std::string(s.message()));
     }
   }
   for (int i = 1; i < argc; ++i) {
@@ -195,12 +204,12 @@ int main(int argc, char** argv) {
     };
     uint64_t n = 0;
     if (a == "--config" || a == "--data-dir") {
-      if (!value()) return Fail(a + " needs a value");
+      if (!value()) return Bad(a + " needs a value");
       if (a == "--data-dir") c.data_dir = argv[i];
     } else if (a == "--listen" || a == "--resp-listen" || a == "--metrics-listen" ||
                a == "--unix-socket" || a == "--flash-path" || a == "--ready-file") {
       const char* v = value();
-      if (!v) return Fail(a + " needs a value");
+      if (!v) return Bad(a + " needs a value");
       if (a == "--listen") c.server.listen = OffOr(v);
       if (a == "--resp-listen") c.server.resp_listen = OffOr(v);
       if (a == "--metrics-listen") c.metrics_listen = OffOr(v);
@@ -211,38 +220,38 @@ int main(int argc, char** argv) {
       if (a == "--flash-path") c.store.flash_path = v;
       if (a == "--ready-file") c.ready_file = v;
     } else if (a == "--dram") {
-      if (!size(&c.store.dram_bytes)) return Fail("--dram: a size such as 4GiB");
+      if (!size(&c.store.dram_bytes)) return Bad("--dram: a size such as 4GiB");
     } else if (a == "--flash") {
-      if (!size(&c.store.flash_bytes)) return Fail("--flash: a size such as 16GiB, or 0");
+      if (!size(&c.store.flash_bytes)) return Bad("--flash: a size such as 16GiB, or 0");
     } else if (a == "--max-value") {
-      if (!size(&c.store.max_value_bytes)) return Fail("--max-value: a size");
+      if (!size(&c.store.max_value_bytes)) return Bad("--max-value: a size");
       c.server.limits.max_value_bytes = c.store.max_value_bytes;
     } else if (a == "--max-batch") {
-      if (!size(&n) || n == 0 || n > 65536) return Fail("--max-batch: 1..65536");
+      if (!size(&n) || n == 0 || n > 65536) return Bad("--max-batch: 1..65536");
       c.server.limits.max_batch = n;
     } else if (a == "--max-connections") {
-      if (!size(&n) || n == 0) return Fail("--max-connections: a positive count");
+      if (!size(&n) || n == 0) return Bad("--max-connections: a positive count");
       c.server.max_connections = static_cast<unsigned>(n);
     } else if (a == "--reactor-nice") {
       const char* v = value();
       char* end = nullptr;
       long x = v ? std::strtol(v, &end, 10) : 0;
       if (!v || *v == '\0' || *end != '\0' || x < -20 || x > 19) {
-        return Fail("--reactor-nice: an integer in -20..19");
+        return Bad("--reactor-nice: an integer in -20..19");
       }
       c.server.reactor_nice = static_cast<int>(x);
     } else if (a == "--max-lease") {
-      if (!size(&n)) return Fail("--max-lease: a size such as 256MiB (0: no leases)");
+      if (!size(&n)) return Bad("--max-lease: a size such as 256MiB (0: no leases)");
       c.server.max_lease_bytes = n;
     } else if (a == "--io-threads") {
-      if (!size(&n) || n > 1024) return Fail("--io-threads: 0..1024 (0: two per reactor)");
+      if (!size(&n) || n > 1024) return Bad("--io-threads: 0..1024 (0: two per reactor)");
       c.server.io_threads = static_cast<unsigned>(n);
     } else if (a == "--reactors") {
-      if (!size(&n) || n > 256) return Fail("--reactors: 0..256 (0: one per core)");
+      if (!size(&n) || n > 256) return Bad("--reactors: 0..256 (0: one per core)");
       c.server.reactors = static_cast<unsigned>(n);
     } else if (a == "--etcd" || a == "--etcd-prefix" || a == "--member-id" || a == "--advertise") {
       const char* v = value();
-      if (!v) return Fail(a + " needs a value");
+      if (!v) return Bad(a + " needs a value");
       if (a == "--etcd") c.cluster.etcd = v;
       if (a == "--etcd-prefix") c.cluster.prefix = v;
       if (a == "--member-id") c.cluster.member_id = v;
@@ -250,30 +259,30 @@ int main(int argc, char** argv) {
     } else if (a == "--kv-events" || a == "--kv-events-replay" || a == "--kv-events-topic" ||
                a == "--kv-events-hash" || a == "--kv-events-format" || a == "--kv-events-medium") {
       const char* v = value();
-      if (!v) return Fail(a + " needs a value");
+      if (!v) return Bad(a + " needs a value");
       if (a == "--kv-events") c.events.endpoint = v;
       if (a == "--kv-events-replay") c.events.replay_endpoint = v;
       if (a == "--kv-events-topic") c.events.topic = v;
       if (a == "--kv-events-medium") c.events.medium = v;
       if (a == "--kv-events-format") {
         if (std::string(v) != "array" && std::string(v) != "map")
-          return Fail("--kv-events-format: array or map");
+          return Bad("--kv-events-format: array or map");
         c.events.map_form = std::string(v) == "map";
       }
       if (a == "--kv-events-hash") {
         if (std::string(v) != "int" && std::string(v) != "bytes")
-          return Fail("--kv-events-hash: int or bytes");
+          return Bad("--kv-events-hash: int or bytes");
         c.events.int_hashes = std::string(v) == "int";
       }
     } else if (a == "--capacity") {
       if (!size(&c.cluster.capacity) || c.cluster.capacity == 0)
-        return Fail("--capacity: a size such as 64GiB");
+        return Bad("--capacity: a size such as 64GiB");
     } else if (a == "--lease-ttl") {
-      if (!size(&n) || n < 2 || n > 3600) return Fail("--lease-ttl: 2..3600 seconds");
+      if (!size(&n) || n < 2 || n > 3600) return Bad("--lease-ttl: 2..3600 seconds");
       c.cluster.lease_ttl = static_cast<unsigned>(n);
     } else if (a == "--labels") {
       const char* v = value();
-      if (!v) return Fail("--labels needs a value");
+      if (!v) return Bad("--labels needs a value");
       std::stringstream labels(v);
       for (std::string kv; std::getline(labels, kv, ',');) {
         size_t eq = kv.find('=');
@@ -285,16 +294,21 @@ int main(int argc, char** argv) {
         else if (name == "zone")
           c.cluster.zone = val;
         else
-          return Fail("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
+          return Bad("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
       }
     } else if (a == "--no-prefault") {
       c.store.prefault = false;
     } else if (a == "--flash-fresh") {
       c.store.flash_restore = false;
+    } else if (a == "--log-level") {
+      const char* v = value();
+      auto level = v ? kvpool::log::ParseLevel(v) : std::nullopt;
+      if (!level) return Bad("--log-level: error, warn, info or debug");
+      c.log_level = *level;
     } else if (a == "--print-config") {
-      print_config = true;
+      out.print_config = true;
     } else {
-      return Fail("unknown option '" + a + "'");
+      return Bad("unknown option '" + a + "'");
     }
   }
   // Derived settings.
@@ -309,7 +323,79 @@ int main(int argc, char** argv) {
   } else if (c.store.flash_path.empty()) {
     c.store.flash_path = c.data_dir + "/flash.kvpool";
   }
-  if (kvpool::Status s = c.store.Validate(); !s.ok()) return Fail(std::string(s.message()));
+  if (kvpool::Status s = c.store.Validate(); !s.ok()) return Bad(std::string(s.message()));
+  return out;
+}
+
+// SIGHUP: the settings are loaded again (defaults < file < flags, as at start). The
+// tenants and the log level apply now; a setting the file changed that takes a restart is
+// named, and keeps its running value. A file that no longer parses changes nothing.
+void Reload(int argc, char** argv, Loaded& running, kvpool::server::Server* server) {
+  if (running.config_file.empty()) {
+    Log("SIGHUP: started without --config, nothing to reload");
+    return;
+  }
+  auto next = Load(argc, argv);
+  if (!next.ok()) {
+    kvpool::log::Error("SIGHUP: " + std::string(next.status().message()) +
+                       "; keeping the running settings");
+    return;
+  }
+  DaemonConfig& now = running.config;
+  std::vector<std::string> needs_restart;
+  for (const auto& [key, value] : next->file_settings) {
+    auto was = running.file_settings.find(key);
+    if (was != running.file_settings.end() && was->second == value) continue;
+    if (std::find(std::begin(kvpool::server::kReloadableSettings),
+                  std::end(kvpool::server::kReloadableSettings),
+                  key) == std::end(kvpool::server::kReloadableSettings)) {
+      needs_restart.push_back(key);
+    }
+  }
+  for (const auto& [key, value] : running.file_settings) {
+    if (!next->file_settings.count(key) &&
+        std::find(std::begin(kvpool::server::kReloadableSettings),
+                  std::end(kvpool::server::kReloadableSettings),
+                  key) == std::end(kvpool::server::kReloadableSettings)) {
+      needs_restart.push_back(key);
+    }
+  }
+  server->SetTenants(next->config.server.tenants);
+  kvpool::log::SetLevel(next->config.log_level);
+  std::string tenants;
+  for (const auto& t : next->config.server.tenants)
+    tenants += (tenants.empty() ? "" : ",") + t.name;
+  Log("SIGHUP: reloaded " + running.config_file + ": " +
+      std::to_string(next->config.server.tenants.size()) + " tenants" +
+      (tenants.empty() ? " (open)" : " (" + tenants + ")") + ", log level " +
+      kvpool::log::LevelName(next->config.log_level));
+  if (!needs_restart.empty()) {
+    std::string keys;
+    for (const auto& k : needs_restart) keys += (keys.empty() ? "" : ", ") + k;
+    kvpool::log::Warn("SIGHUP: changed in " + running.config_file +
+                      " but applied only at restart: " + keys);
+  }
+  now.server.tenants = next->config.server.tenants;
+  now.log_level = next->config.log_level;
+  for (const auto& [key, value] : next->file_settings) {
+    if (std::find(needs_restart.begin(), needs_restart.end(), key) == needs_restart.end()) {
+      running.file_settings[key] = value;
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, kvpool::server::DescribeSettings().c_str());
+      return 0;
+    }
+  }
+  auto loaded = Load(argc, argv);
+  if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+  DaemonConfig c = loaded->config;
+  kvpool::log::SetLevel(c.log_level);
 
   std::ostringstream summary;
   summary << "native=" << (c.server.listen.empty() ? "off" : c.server.listen)
@@ -323,7 +409,7 @@ int main(int argc, char** argv) {
           << " max_batch=" << c.server.limits.max_batch << " tenants=" << c.server.tenants.size()
           << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix)
           << " kv_events=" << (c.events.endpoint.empty() ? "off" : c.events.endpoint);
-  if (print_config) {
+  if (loaded->print_config) {
     std::printf("%s\n", summary.str().c_str());
     return 0;
   }
@@ -344,12 +430,13 @@ int main(int argc, char** argv) {
   (void)!::ftruncate(lock, 0);
   (void)!::pwrite(lock, pid.data(), pid.size(), 0);
 
-  // Signals are taken by sigwait in this thread only; every thread started below inherits
-  // the mask.
+  // Signals (SIGTERM/SIGINT: stop; SIGHUP: reload) are taken by sigwait in this thread only; every
+  // thread started below inherits the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -395,36 +482,15 @@ int main(int argc, char** argv) {
   if (!srv->reactor_nice_error().empty()) {
     Log("reactor priority left as it was: " + srv->reactor_nice_error());
   }
-  std::unique_ptr<kvpool::server::MetricsEndpoint> metrics;
-  if (!c.metrics_listen.empty()) {
-    kvpool::Store* st = store->get();
-    kvpool::server::Server* sv = srv.get();
-    auto m = kvpool::server::MetricsEndpoint::Start(c.metrics_listen, [st, sv] {
-      return kvpool::server::RenderMetrics(st->GetStats(), sv->GetStats());
-    });
-    if (!m.ok()) return Fail("cannot serve metrics: " + m.status().ToString());
-    metrics = std::move(m).value();
-    Log("metrics: http://" + c.metrics_listen.substr(0, c.metrics_listen.rfind(':')) + ":" +
-        std::to_string(metrics->port()) + "/metrics");
-  }
-  if (!c.ready_file.empty()) {
-    std::string tmp = c.ready_file + ".tmp";
-    std::ofstream f(tmp);
-    f << "{\"pid\": " << getpid() << ", \"port\": " << srv->port()
-      << ", \"resp_port\": " << srv->resp_port()
-      << ", \"metrics_port\": " << (metrics ? metrics->port() : 0) << ", \"unix\": \""
-      << c.server.unix_path << "\"}\n";
-    f.close();
-    std::rename(tmp.c_str(), c.ready_file.c_str());
-  }
-
   std::unique_ptr<kvpool::cluster::Registrar> registrar;
   std::unique_ptr<kvpool::cluster::Membership> peers;
   std::thread peer_log;
   std::atomic<bool> stopping{false};
+  std::string member_id;
   if (!c.cluster.etcd.empty()) {
     auto self = SelfMember(c, srv->port());
     if (!self.ok()) return Fail("cluster: " + self.status().ToString());
+    member_id = self->id;
     kvpool::cluster::RegistrarOptions ro;
     ro.endpoints = kvpool::cluster::SplitEndpoints(c.cluster.etcd);
     ro.prefix = c.cluster.prefix;
@@ -461,8 +527,59 @@ int main(int argc, char** argv) {
     });
   }
 
+  uint64_t start_ns = kvpool::NowNanos();
+  std::unique_ptr<kvpool::server::HttpEndpoint> http;
+  if (!c.metrics_listen.empty()) {
+    kvpool::Store* st = store->get();
+    kvpool::server::Server* sv = srv.get();
+    kvpool::cluster::Membership* pod = peers.get();
+    std::string self_id = registrar ? member_id : "";
+    auto snapshot = [st, sv, pod, self_id, start_ns] {
+      kvpool::server::NodeStats n;
+      n.store = st->GetStats();
+      n.server = sv->GetStats();
+      n.tenants = sv->tenant_stats().Snapshot();
+      n.uptime_seconds = static_cast<double>(kvpool::NowNanos() - start_ns) / 1e9;
+      n.unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+      if (pod) {
+        n.in_pool = true;
+        n.member_id = self_id;
+        kvpool::cluster::MembershipView view = pod->Current();
+        for (const auto& m : *view.members) n.members.push_back({m.id, m.address, m.capacity});
+      }
+      return n;
+    };
+    std::vector<kvpool::server::HttpRoute> routes = {
+        {"/metrics", "text/plain; version=0.0.4; charset=utf-8",
+         [snapshot] { return kvpool::server::RenderMetrics(snapshot()); }},
+        {"/api/stats", "application/json",
+         [snapshot] { return kvpool::server::RenderStatusJson(snapshot()); }},
+        {"/", "text/html; charset=utf-8", [] { return kvpool::server::StatusPage(); }},
+    };
+    auto h = kvpool::server::HttpEndpoint::Start(c.metrics_listen, std::move(routes));
+    if (!h.ok()) return Fail("cannot serve HTTP: " + h.status().ToString());
+    http = std::move(h).value();
+    std::string base = "http://" + c.metrics_listen.substr(0, c.metrics_listen.rfind(':')) + ":" +
+                       std::to_string(http->port());
+    Log("http: live page " + base + "/, metrics " + base + "/metrics, JSON " + base + "/api/stats");
+  }
+  if (!c.ready_file.empty()) {
+    std::string tmp = c.ready_file + ".tmp";
+    std::ofstream f(tmp);
+    f << "{\"pid\": " << getpid() << ", \"port\": " << srv->port()
+      << ", \"resp_port\": " << srv->resp_port()
+      << ", \"metrics_port\": " << (http ? http->port() : 0) << ", \"unix\": \""
+      << c.server.unix_path << "\"}\n";
+    f.close();
+    std::rename(tmp.c_str(), c.ready_file.c_str());
+  }
+
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    Reload(argc, argv, *loaded, srv.get());
+  }
   Log(std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
   stopping = true;
   if (peer_log.joinable()) peer_log.join();

@@ -93,6 +93,7 @@ class Reservation {
   BlockKey key_;
   PutOptions options_;
   uint32_t record_ = 0;
+  uint64_t reserve_ns_ = 0;  // time Reserve took (put latency = it + the commit's)
 };
 
 // A held block's bytes, read in place while the view lives (no copy out of the DRAM tier).

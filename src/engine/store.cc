@@ -75,6 +75,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     key_ = other.key_;
     options_ = other.options_;
     record_ = other.record_;
+    reserve_ns_ = other.reserve_ns_;
     other.owner_ = nullptr;
   }
   return *this;

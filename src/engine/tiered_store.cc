@@ -543,6 +543,7 @@ Status TieredStore::Put(const BlockKey& key, std::span<const std::byte> value,
 
 Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
                                          const PutOptions& options) {
+  uint64_t t0 = NowNanos();
   Status s = CheckSize(size);
   if (!s.ok()) {
     c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
@@ -561,6 +562,7 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
   r.key_ = key;
   r.options_ = options;
   r.record_ = id;
+  r.reserve_ns_ = NowNanos() - t0;
   return r;
 }
 
@@ -582,25 +584,34 @@ bool TieredStore::HeldAlready(const BlockKey& key, size_t size) {
 
 Status TieredStore::Commit(Reservation reservation) {
   if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
+  uint64_t t0 = NowNanos();
   // CRC computed once, at commit, over the bytes as they sit in DRAM; it travels with the
   // index entry and is checked on every flash read.
   uint32_t crc = Crc32c(reservation.data_.data(), reservation.data_.size());
-  return CommitWithCrc(std::move(reservation), crc);
+  return CommitTimed(std::move(reservation), crc, t0);
 }
 
 Status TieredStore::CommitVerified(Reservation reservation, uint32_t expected_crc) {
   if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
+  uint64_t t0 = NowNanos();
   uint32_t crc = Crc32c(reservation.data_.data(), reservation.data_.size());
   if (crc != expected_crc) {
     c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
     return Status::Corruption("value CRC32C does not match the one sent with it");
   }  // the reservation's destructor releases the slot
-  return CommitWithCrc(std::move(reservation), crc);
+  return CommitTimed(std::move(reservation), crc, t0);
 }
 
 Status TieredStore::CommitChecksummed(Reservation reservation, uint32_t crc) {
   if (reservation.owner_ != this) return Status::InvalidArgument("reservation of another store");
-  return CommitWithCrc(std::move(reservation), crc);
+  return CommitTimed(std::move(reservation), crc, NowNanos());
+}
+
+Status TieredStore::CommitTimed(Reservation reservation, uint32_t crc, uint64_t t0) {
+  uint64_t reserve_ns = reservation.reserve_ns_;
+  Status s = CommitWithCrc(std::move(reservation), crc);
+  put_hist_.Record(reserve_ns + (NowNanos() - t0));
+  return s;
 }
 
 Status TieredStore::CommitWithCrc(Reservation reservation, uint32_t crc) {

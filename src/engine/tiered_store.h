@@ -106,6 +106,9 @@ class TieredStore final : public Store {
   // Evicts up to `max` victims; returns how many records were freed or queued for freeing.
   size_t EvictSome(size_t max, bool may_write);
   // REQUIRES: crc is the CRC32C of the reservation's bytes.
+  // A two-phase put's commit: the put latency recorded is Reserve's time plus the commit's
+  // since t0 (the time the bytes took to arrive between the two is the caller's).
+  Status CommitTimed(Reservation reservation, uint32_t crc, uint64_t t0);
   Status CommitWithCrc(Reservation reservation, uint32_t crc);
   Status Publish(uint32_t id, const BlockKey& key, const PutOptions& options, uint32_t crc);
   // REQUIRES: the shard lock of e->key. Removes the entry and unlinks its DRAM record,

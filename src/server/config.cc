@@ -204,7 +204,8 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
       {"server.metrics_listen",
        {Str([](DaemonConfig* c, std::string s) { c->metrics_listen = s == "off" ? "" : s; }),
-        "Prometheus metrics over HTTP, host:port, e.g. 127.0.0.1:7402 (default off)"}},
+        "HTTP endpoint: Prometheus metrics (/metrics), live page (/), JSON (/api/stats), "
+        "host:port, e.g. 127.0.0.1:7402 (default off)"}},
       {"server.resp_listen",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = s; }),
         "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"\" off)"}},
@@ -242,6 +243,16 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.max_request_bytes",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_request_bytes = n; }),
         "value bytes in one request frame (default 1GiB)"}},
+      {"server.log_level",
+       {[](const Value& v, DaemonConfig* c) -> Status {
+          auto s = AsString(v);
+          if (!s.ok()) return s.status();
+          auto level = log::ParseLevel(*s);
+          if (!level) return Status::InvalidArgument("\"error\", \"warn\", \"info\" or \"debug\"");
+          c->log_level = *level;
+          return Status::Ok();
+        },
+        "log detail: error, warn, info (default) or debug; reloaded on SIGHUP"}},
       {"server.resp_namespace",
        {Str([](DaemonConfig* c, std::string s) { c->server.resp_namespace = s; }),
         "namespace of keys set over RESP (default \"resp\")"}},
@@ -410,7 +421,8 @@ DaemonConfig MachineDefaults(const std::string& data_dir) {
   return c;
 }
 
-Status ApplyToml(std::string_view text, DaemonConfig* config) {
+Status ApplyToml(std::string_view text, DaemonConfig* config,
+                 std::map<std::string, std::string>* settings) {
   std::string table;
   size_t line_no = 0;
   Tenant* tenant = nullptr;
@@ -465,6 +477,7 @@ Status ApplyToml(std::string_view text, DaemonConfig* config) {
     if (Status s = it->second.first(*value, config); !s.ok()) {
       return fail(table + "." + key + ": " + std::string(s.message()));
     }
+    if (settings) (*settings)[it->first] = std::string(Trim(line.substr(eq + 1)));
   }
   for (const Tenant& t : config->server.tenants) {
     if (t.token.empty()) return Status::InvalidArgument("config: a [[tenant]] without a token");

@@ -7,9 +7,11 @@
 #ifndef KVPOOL_SERVER_CONFIG_H_
 #define KVPOOL_SERVER_CONFIG_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 
+#include "common/log.h"
 #include "kvpool/options.h"
 #include "server/kv_events.h"
 #include "server/server.h"
@@ -35,16 +37,24 @@ struct DaemonConfig {
   ClusterConfig cluster;
   KvEventsOptions events;  // [events]: vLLM-format KV events over ZeroMQ; off by default
   std::string ready_file;  // written once listening: {"pid":..,"port":..,"resp_port":..}
-  // Prometheus metrics over HTTP (GET /metrics), host:port; empty: off.
+  // The HTTP endpoint (/metrics for Prometheus, / the live page, /api/stats), host:port;
+  // empty: off.
   std::string metrics_listen;
+  log::Level log_level = log::Level::kInfo;
 };
+
+// The settings a running kvpoold applies again on SIGHUP (the rest take a restart).
+inline constexpr const char* kReloadableSettings[] = {"server.log_level"};
 
 // Defaults for this machine: DRAM tier = a quarter of MemAvailable (>= 64 MiB), flash tier
 // = a file under data_dir of min(4 GiB, a quarter of the free disk).
 DaemonConfig MachineDefaults(const std::string& data_dir);
 
-// Applies a TOML document to `config`. Errors name the line.
-Status ApplyToml(std::string_view text, DaemonConfig* config);
+// Applies a TOML document to `config`. Errors name the line. `settings` (optional) gets
+// each setting the text sets, "table.key" -> its value as written ([[tenant]] entries
+// not included), so a reload can tell which settings changed.
+Status ApplyToml(std::string_view text, DaemonConfig* config,
+                 std::map<std::string, std::string>* settings = nullptr);
 
 // Every setting, one per line, for --help and the startup log.
 std::string DescribeSettings();

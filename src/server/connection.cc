@@ -6,6 +6,33 @@
 
 namespace kvpool::server {
 
+void Connection::CountAs(TenantCounters* tenant) {
+  if (tenant_ == tenant) return;
+  if (tenant_) tenant_->connections.fetch_sub(1, std::memory_order_relaxed);
+  tenant_ = tenant;
+  if (tenant_) tenant_->connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Connection::CountRequest() {
+  ++counters_.requests;
+  if (tenant_) tenant_->requests.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Connection::CountIn(uint64_t bytes) {
+  counters_.bytes_in += bytes;
+  if (tenant_) tenant_->bytes_in.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Connection::CountGets(uint64_t gets, uint64_t hits) {
+  if (!tenant_) return;
+  tenant_->gets.fetch_add(gets, std::memory_order_relaxed);
+  tenant_->hits.fetch_add(hits, std::memory_order_relaxed);
+}
+
+void Connection::CountPuts(uint64_t puts) {
+  if (tenant_ && puts) tenant_->puts.fetch_add(puts, std::memory_order_relaxed);
+}
+
 void Connection::QueueOwned(size_t offset, size_t len) {
   if (len == 0) return;
   out_total_ += len;
@@ -55,6 +82,8 @@ bool Connection::Flush(bool* failed) {
       return false;
     }
     counters_.bytes_out += static_cast<uint64_t>(sent);
+    if (tenant_)
+      tenant_->bytes_out.fetch_add(static_cast<uint64_t>(sent), std::memory_order_relaxed);
     out_pos_ += static_cast<uint64_t>(sent);
     size_t left = static_cast<size_t>(sent);
     while (left > 0) {

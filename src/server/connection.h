@@ -14,6 +14,7 @@
 
 #include "kvpool/store.h"
 #include "net/socket.h"
+#include "server/tenant_stats.h"
 
 namespace kvpool::server {
 
@@ -75,7 +76,9 @@ class Connection {
  public:
   Connection(Server& server, net::Fd fd, ReactorCounters& counters)
       : server_(server), fd_(std::move(fd)), counters_(counters) {}
-  virtual ~Connection() = default;
+  virtual ~Connection() {
+    if (tenant_) tenant_->connections.fetch_sub(1, std::memory_order_relaxed);
+  }
   virtual Next Drive() = 0;
   int fd() const { return fd_.get(); }
   // Set by the reactor once, before the first Drive; id is unique within the process.
@@ -101,9 +104,18 @@ class Connection {
   void QueueView(std::span<const std::byte> bytes);
   void ResetOutput();
 
+  // Per-tenant counts (server/tenant_stats.h): CountAs once the connection authenticated;
+  // the rest add to the reactor's counters and, from then on, to the tenant's.
+  void CountAs(TenantCounters* tenant);
+  void CountRequest();
+  void CountIn(uint64_t bytes);
+  void CountGets(uint64_t gets, uint64_t hits);
+  void CountPuts(uint64_t puts);
+
   Server& server_;
   net::Fd fd_;
   ReactorCounters& counters_;
+  TenantCounters* tenant_ = nullptr;
   // Answers `read` now if all its blocks are in DRAM; otherwise its flash reads run on an
   // I/O thread and the connection waits (no further requests) until FinishJob.
   void StartRead(std::shared_ptr<BlockRead> read);

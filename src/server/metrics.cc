@@ -1,14 +1,7 @@
 #include "server/metrics.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <sstream>
-
-#include "net/socket.h"
 
 namespace kvpool::server {
 namespace {
@@ -53,9 +46,61 @@ class Writer {
 
 double D(uint64_t v) { return static_cast<double>(v); }
 
+// A label value: backslash, quote and newline escaped.
+std::string Label(const char* name, const std::string& v) {
+  std::string out = std::string(name) + "=\"";
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out + "\"";
+}
+
+void RenderTenants(Writer& w, const std::vector<TenantSnapshot>& tenants) {
+  if (tenants.empty()) return;
+  struct Field {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t TenantSnapshot::*v;
+  };
+  static const Field kFields[] = {
+      {"kvpool_tenant_connections", "gauge", "Client connections open, by tenant.",
+       &TenantSnapshot::connections},
+      {"kvpool_tenant_requests_total", "counter", "Requests served, by tenant.",
+       &TenantSnapshot::requests},
+      {"kvpool_tenant_gets_total", "counter", "Blocks asked for, by tenant.",
+       &TenantSnapshot::gets},
+      {"kvpool_tenant_hits_total", "counter", "Blocks found, by tenant.", &TenantSnapshot::hits},
+      {"kvpool_tenant_puts_total", "counter", "Blocks stored, by tenant.", &TenantSnapshot::puts},
+      {"kvpool_tenant_received_bytes_total", "counter", "Bytes received from a tenant's clients.",
+       &TenantSnapshot::bytes_in},
+      {"kvpool_tenant_sent_bytes_total", "counter", "Bytes sent to a tenant's clients.",
+       &TenantSnapshot::bytes_out},
+  };
+  for (const Field& f : kFields) {
+    w.Family(f.name, f.type, f.help);
+    for (const TenantSnapshot& t : tenants) w.Sample(f.name, Label("tenant", t.name), D(t.*f.v));
+  }
+}
+
+void RenderPool(Writer& w, const NodeStats& node) {
+  if (!node.in_pool) return;
+  w.One("kvpool_pool_members", "gauge", "Pod members this node sees in etcd (itself included).",
+        D(node.members.size()));
+  w.Family("kvpool_pool_member_capacity_bytes", "gauge",
+           "Capacity each member advertises (its placement weight).");
+  for (const PoolMemberInfo& m : node.members) {
+    w.Sample("kvpool_pool_member_capacity_bytes",
+             Label("member", m.id) + "," + Label("address", m.address), D(m.capacity_bytes));
+  }
+}
+
 }  // namespace
 
-std::string RenderMetrics(const StoreStats& s, const ServerStats& n) {
+std::string RenderMetrics(const NodeStats& node) {
+  const StoreStats& s = node.store;
+  const ServerStats& n = node.server;
   Writer w;
   w.Family("kvpool_capacity_bytes", "gauge", "Bytes a tier can hold.");
   w.Sample("kvpool_capacity_bytes", "tier=\"dram\"", D(s.dram.capacity_bytes));
@@ -130,80 +175,10 @@ std::string RenderMetrics(const StoreStats& s, const ServerStats& n) {
   w.One("kvpool_lease_loads_total", "counter", "Gets that released a lease.", D(n.leases.loads));
   w.One("kvpool_lease_expired_total", "counter", "Leases that ran out before their load.",
         D(n.leases.expired));
+  RenderTenants(w, node.tenants);
+  RenderPool(w, node);
+  w.One("kvpool_uptime_seconds", "gauge", "Seconds since the node started.", node.uptime_seconds);
   return w.str();
-}
-
-Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& listen, std::function<std::string()> render) {
-  auto addr = net::ParseAddress(listen);
-  if (!addr.ok()) {
-    return Status::InvalidArgument("metrics listen address: " +
-                                   std::string(addr.status().message()));
-  }
-  if (addr->unix_socket) return Status::InvalidArgument("metrics listen address: TCP only");
-  auto fd = net::ListenTcp(*addr, 64);
-  if (!fd.ok()) return fd.status();
-  std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint());
-  m->listen_fd_ = fd->release();
-  m->port_ = net::LocalPort(m->listen_fd_);
-  m->render_ = std::move(render);
-  MetricsEndpoint* self = m.get();
-  m->thread_ = std::thread([self] { self->Loop(); });
-  return m;
-}
-
-MetricsEndpoint::~MetricsEndpoint() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-}
-
-void MetricsEndpoint::Loop() {
-  while (!stop_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    int fd = accept(listen_fd_, nullptr, nullptr);
-    if (fd < 0) continue;
-    Serve(fd);
-    close(fd);
-  }
-}
-
-void MetricsEndpoint::Serve(int fd) {
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  std::string req;
-  char buf[2048];
-  while (req.size() < 8192 && req.find("\r\n\r\n") == std::string::npos) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return;  // closed, or silent for 2 s
-    req.append(buf, static_cast<size_t>(n));
-  }
-  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
-  if (req.rfind("GET /metrics ", 0) == 0 || req.rfind("GET /metrics?", 0) == 0) {
-    body = render_();
-    scrapes_.fetch_add(1, std::memory_order_relaxed);
-  } else if (req.rfind("GET / ", 0) == 0) {
-    type = "text/plain; charset=utf-8";
-    body = "kvpoold: metrics at /metrics (Prometheus text format)\n";
-  } else if (req.rfind("GET ", 0) == 0 || req.rfind("HEAD ", 0) == 0) {
-    status = "404 Not Found";
-    body = "not found: try /metrics\n";
-  } else {
-    status = req.find("\r\n\r\n") == std::string::npos ? "431 Request Header Fields Too Large"
-                                                       : "405 Method Not Allowed";
-    body = "only GET /metrics\n";
-  }
-  std::string out = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
-                    "\r\nContent-Length: " + std::to_string(body.size()) +
-                    "\r\nConnection: close\r\n\r\n" + body;
-  size_t off = 0;
-  while (off < out.size()) {
-    ssize_t n = send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
 }
 
 }  // namespace kvpool::server

@@ -108,7 +108,7 @@ NativeConnection::Io NativeConnection::Fill() {
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
   if (n == 0) return Io::kFailed;
   in_end_ += static_cast<size_t>(n);
-  counters_.bytes_in += static_cast<uint64_t>(n);
+  CountIn(static_cast<uint64_t>(n));
   return Io::kDone;
 }
 
@@ -190,7 +190,7 @@ static size_t AppendResponse(std::vector<std::byte>& out, const net::Header& req
 }
 
 void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
-  ++counters_.requests;
+  CountRequest();
   server_.leases().Tick();
   Op op = static_cast<Op>(hdr_.opcode);
   if (!hello_done_ && op != Op::kHello) {
@@ -224,11 +224,13 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
   if (hello_done_) return ReplyError(Code::kInvalidArgument, "second HELLO", true);
   auto hello = net::DecodeHello(meta);
   if (!hello.ok()) return ReplyError(hello.status().code(), hello.status().message(), true);
-  Status auth = server_.tenants().Authorize(hello->token, hello->ns);
+  std::string tenant;
+  Status auth = server_.tenants()->Authorize(hello->token, hello->ns, &tenant);
   if (!auth.ok()) {
     ++counters_.auth_failures;
     return ReplyError(auth.code(), auth.message(), true);
   }
+  CountAs(server_.tenant_stats().For(tenant.empty() ? TenantStats::kOpen : tenant));
   net::Limits limits = server_.options().limits;
   limits.shm_enabled = 0;
   if (hello->flags & net::kHelloWantShm) {
@@ -367,7 +369,7 @@ NativeConnection::Io NativeConnection::ReceiveData() {
     } while (got < 0 && errno == EINTR);
     if (got < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
     if (got == 0) return Io::kFailed;
-    counters_.bytes_in += static_cast<uint64_t>(got);
+    CountIn(static_cast<uint64_t>(got));
     size_t left = static_cast<size_t>(got);
     while (left > 0) {
       size_t avail = targets_[target_].len - target_pos_;
@@ -385,13 +387,16 @@ NativeConnection::Io NativeConnection::ReceiveData() {
 
 void NativeConnection::FinishPut() {
   Store* store = server_.store();
+  uint64_t stored = 0;
   for (uint32_t i = 0; i < put_items_.size(); ++i) {
     if (!reservations_[i].valid()) continue;
     uint32_t crc = put_items_[i].crc;
     Status s = checksummed_[i] ? store->CommitChecksummed(std::move(reservations_[i]), crc)
                                : store->CommitVerified(std::move(reservations_[i]), crc);
     results_[i].code = net::WireCode(s);
+    stored += s.ok();
   }
+  CountPuts(stored);
   reservations_.clear();
   std::vector<std::byte> m;
   m.reserve(results_.size() * net::kResponseItemBytes);
@@ -437,6 +442,7 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
   m.reserve(items.size() * net::kResponseItemBytes);
   uint64_t data_len = 0;
   std::vector<std::span<const std::byte>> inline_values;
+  uint64_t hits = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const net::GetItem& it = items[i];
     Result<BlockView>& view = views[i];
@@ -474,8 +480,10 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
         }
       }
     }
+    hits += r.code == 0;
     net::AppendResponseItem(m, r);
   }
+  CountGets(items.size(), hits);
   size_t at = AppendResponse(out_bytes_, hdr_, hdr_.count, m, data_len);
   QueueOwned(at, out_bytes_.size() - at);
   for (std::span<const std::byte> v : inline_values) QueueView(v);

@@ -39,9 +39,10 @@ bool ParseInt(std::string_view s, long long* v) {
 RespConnection::RespConnection(Server& server, net::Fd fd, ReactorCounters& counters)
     : Connection(server, std::move(fd), counters),
       in_(kReadChunk),
-      authed_(server.tenants().open()),
+      authed_(server.tenants()->open()),
       scope_(server.options().resp_namespace) {
   limits_.max_bulk_bytes = server.options().limits.max_value_bytes;
+  if (authed_) CountAs(server.tenant_stats().For(TenantStats::kOpen));
 }
 
 Next RespConnection::Drive() {
@@ -67,7 +68,7 @@ Next RespConnection::Drive() {
       if (r == Io::kFailed) return Next::kClose;
       continue;
     }
-    ++counters_.requests;
+    CountRequest();
     server_.leases().Tick();  // an expired lease pins nothing a SET needs room for
     bool keep = args_.empty() || Execute(args_);
     in_start_ += consumed;  // args_ pointed into in_; Execute has copied what it keeps
@@ -103,7 +104,7 @@ RespConnection::Io RespConnection::Fill() {
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
   if (n == 0) return Io::kFailed;
   in_end_ += static_cast<size_t>(n);
-  counters_.bytes_in += static_cast<uint64_t>(n);
+  CountIn(static_cast<uint64_t>(n));
   return Io::kDone;
 }
 
@@ -154,6 +155,7 @@ void RespConnection::ReplyValues(std::span<const std::string_view> names, bool a
 void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
                                 std::vector<Result<BlockView>>& views, bool array) {
   if (array) Reply("*" + std::to_string(keys.size()) + "\r\n");
+  uint64_t hits = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     Result<BlockView>& view = views[i];
     if (!view.ok() || view->data().size() < kExpiryBytes) {
@@ -174,7 +176,9 @@ void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
     QueueView(v);
     views_.push_back(std::move(*view));
     Reply("\r\n");
+    ++hits;
   }
+  CountGets(keys.size(), hits);
 }
 
 Status RespConnection::Set(std::string_view key, std::string_view value, uint64_t expiry_ms,
@@ -186,7 +190,9 @@ Status RespConnection::Set(std::string_view key, std::string_view value, uint64_
   if (!r.ok()) return r.status();
   std::memcpy(r->data().data(), &expiry_ms, kExpiryBytes);
   std::memcpy(r->data().data() + kExpiryBytes, value.data(), value.size());
-  return store->Commit(std::move(r).value());
+  Status s = store->Commit(std::move(r).value());
+  CountPuts(s.ok());
+  return s;
 }
 
 bool RespConnection::Execute(const std::vector<std::string_view>& args) {
@@ -206,11 +212,14 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   if (cmd == "AUTH") {
     if (!arity(2)) return true;
     std::string_view token = args[argc - 1];  // AUTH token, or AUTH user token
-    Status s = server_.tenants().Authorize(token, server_.options().resp_namespace);
-    if (server_.tenants().open()) {
+    std::shared_ptr<const Tenants> tenants = server_.tenants();
+    std::string tenant;
+    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant);
+    if (tenants->open()) {
       ReplyError("ERR AUTH called without any password configured");
     } else if (s.ok()) {
       authed_ = true;
+      CountAs(server_.tenant_stats().For(tenant));
       Reply("+OK\r\n");
     } else {
       ++counters_.auth_failures;
@@ -338,7 +347,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   } else if (cmd == "DBSIZE") {
     ReplyInt(static_cast<long long>(store->GetStats().index_entries));
   } else if (cmd == "FLUSHALL" || cmd == "FLUSHDB") {
-    if (!server_.tenants().open()) {
+    if (!server_.tenants()->open()) {
       ReplyError("ERR FLUSHALL is disabled on a pool with tenants (it would empty them all)");
     } else {
       server_.leases().Clear();

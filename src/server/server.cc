@@ -296,7 +296,7 @@ std::string ServerStats::ToString() const {
 Server::Server(const ServerOptions& options, Store* store)
     : options_(options),
       store_(store),
-      tenants_(options.tenants),
+      tenants_(std::make_shared<const Tenants>(options.tenants)),
       leases_(options.max_lease_bytes) {}
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
@@ -366,6 +366,17 @@ void Server::Stop() {
   threads_.clear();
   if (io_) io_->Stop();  // jobs still queued run; their answers are dropped with the reactors
   if (!options_.unix_path.empty()) ::unlink(options_.unix_path.c_str());
+}
+
+std::shared_ptr<const Tenants> Server::tenants() const {
+  std::lock_guard lock(tenants_mu_);
+  return tenants_;
+}
+
+void Server::SetTenants(std::vector<Tenant> tenants) {
+  auto next = std::make_shared<const Tenants>(std::move(tenants));
+  std::lock_guard lock(tenants_mu_);
+  tenants_ = std::move(next);
 }
 
 ServerStats Server::GetStats() const {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "server/leases.h"
+#include "server/tenant_stats.h"
 #include "server/tenants.h"
 
 namespace kvpool::server {
@@ -83,10 +85,15 @@ class Server {
   // Open connections on each reactor (accepted connections go to the least loaded one).
   std::vector<size_t> ConnectionsPerReactor() const;
 
-  // Shared, read-only after Start.
+  // Shared, read-only after Start (options().tenants is the list the server started with).
   const ServerOptions& options() const { return options_; }
   Store* store() const { return store_; }
-  const Tenants& tenants() const { return tenants_; }
+  // The tenants now: a connection authenticates against the list current at its HELLO or
+  // AUTH; a reload (SetTenants, on SIGHUP) applies to those that come after. An
+  // authenticated connection keeps its access (as a changed Unix group does).
+  std::shared_ptr<const Tenants> tenants() const;
+  void SetTenants(std::vector<Tenant> tenants);
+  TenantStats& tenant_stats() { return tenant_stats_; }
   std::atomic<unsigned>& open_connections() { return open_connections_; }
   IoWorkers& io() { return *io_; }
   Leases& leases() { return leases_; }
@@ -98,7 +105,9 @@ class Server {
 
   const ServerOptions options_;
   Store* const store_;
-  const Tenants tenants_;
+  mutable std::mutex tenants_mu_;
+  std::shared_ptr<const Tenants> tenants_;  // GUARDED_BY(tenants_mu_)
+  TenantStats tenant_stats_;
   net::Fd tcp_, resp_, unix_;
   uint16_t port_ = 0, resp_port_ = 0;
   std::atomic<unsigned> open_connections_{0};

@@ -19,12 +19,15 @@ bool SameToken(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Status Tenants::Authorize(std::string_view token, std::string_view ns) const {
+Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant) const {
+  if (tenant) tenant->clear();
   if (open()) return Status::Ok();
   for (const Tenant& t : tenants_) {
     if (!SameToken(t.token, token)) continue;
     for (const std::string& pattern : t.namespaces) {
-      if (Matches(pattern, ns)) return Status::Ok();
+      if (!Matches(pattern, ns)) continue;
+      if (tenant) *tenant = t.name;
+      return Status::Ok();
     }
     return Status::Refused("namespace '" + std::string(ns) + "' is not open to this token");
   }

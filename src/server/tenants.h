@@ -29,8 +29,10 @@ class Tenants {
   explicit Tenants(std::vector<Tenant> tenants) : tenants_(std::move(tenants)) {}
   // With no tenants configured every namespace is open and tokens are ignored.
   bool open() const { return tenants_.empty(); }
-  // OK, or kRefused with a message that names neither the token nor other tenants.
-  Status Authorize(std::string_view token, std::string_view ns) const;
+  // OK, or kRefused with a message that names neither the token nor other tenants. On OK
+  // `*tenant` (if given) is the tenant's name ("" on an open node).
+  Status Authorize(std::string_view token, std::string_view ns,
+                   std::string* tenant = nullptr) const;
 
  private:
   std::vector<Tenant> tenants_;
