@@ -16,6 +16,7 @@
 #include "net_bench.h"
 #include "prestage_bench.h"
 #include "replay.h"
+#include "top.h"
 #include "trace.h"
 
 namespace {
@@ -34,6 +35,7 @@ commands:
             memcpy, in one run (kvpool bench --help)
   cluster   the pod pool: status of its members, placement benchmark
             (kvpool cluster --help)
+  top       live figures of one kvpoold or the whole pod (kvpool top --help)
   help      this text
 
 kvpool replay [options]
@@ -243,6 +245,7 @@ int main(int argc, char** argv) {
   if (cmd == "gen-trace") return GenTrace(argc - 2, argv + 2);
   if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
   if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
+  if (cmd == "top") return kvpool::tools::TopCommand(argc - 2, argv + 2);
   if (cmd == "prestage-bench") return kvpool::tools::PrestageBench(argc - 2, argv + 2);
   if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
       cmd == "ping" || cmd == "match-bench") {

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -161,6 +162,80 @@ kvpool::Result<kvpool::cluster::Member> SelfMember(const DaemonConfig& c, uint16
 }
 
 }  // namespace
+
+// Logs each change of the pod's member list (who joined, who left) until `stopping`.
+void LogMemberChanges(const kvpool::cluster::Membership& peers, const std::atomic<bool>& stopping) {
+  uint64_t seen = 0;
+  std::vector<std::string> before;
+  while (!stopping.load()) {
+    if (uint64_t v = peers.version(); v != seen) {
+      seen = v;
+      std::vector<std::string> now;
+      kvpool::cluster::MembershipView view = peers.Current();  // holds the list alive
+      for (const auto& m : *view.members) now.push_back(m.id + "@" + m.address);
+      std::string joined, left;
+      for (const auto& m : now) {
+        if (std::find(before.begin(), before.end(), m) == before.end()) joined += " " + m;
+      }
+      for (const auto& m : before) {
+        if (std::find(now.begin(), now.end(), m) == now.end()) left += " " + m;
+      }
+      Log("pod members: " + std::to_string(now.size()) +
+          (joined.empty() ? "" : "; joined:" + joined) + (left.empty() ? "" : "; left:" + left));
+      before = std::move(now);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// The HTTP port: /metrics, /api/stats and the live page, all from one snapshot function.
+// `pod` (may be null) is the member list this node watches; `self_id` its own id.
+kvpool::Result<std::unique_ptr<kvpool::server::HttpEndpoint>> StartHttp(
+    const std::string& listen, kvpool::Store* store, kvpool::server::Server* server,
+    const kvpool::cluster::Membership* pod, const std::string& self_id) {
+  uint64_t start_ns = kvpool::NowNanos();
+  auto snapshot = [store, server, pod, self_id, start_ns] {
+    kvpool::server::NodeStats n;
+    n.store = store->GetStats();
+    n.server = server->GetStats();
+    n.tenants = server->tenant_stats().Snapshot();
+    n.uptime_seconds = static_cast<double>(kvpool::NowNanos() - start_ns) / 1e9;
+    n.unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+    if (pod) {
+      n.in_pool = true;
+      n.member_id = self_id;
+      kvpool::cluster::MembershipView view = pod->Current();
+      for (const auto& m : *view.members) n.members.push_back({m.id, m.address, m.capacity});
+    }
+    return n;
+  };
+  std::vector<kvpool::server::HttpRoute> routes = {
+      {"/metrics", "text/plain; version=0.0.4; charset=utf-8",
+       [snapshot] { return kvpool::server::RenderMetrics(snapshot()); }},
+      {"/api/stats", "application/json",
+       [snapshot] { return kvpool::server::RenderStatusJson(snapshot()); }},
+      {"/", "text/html; charset=utf-8", [] { return kvpool::server::StatusPage(); }},
+  };
+  auto h = kvpool::server::HttpEndpoint::Start(listen, std::move(routes));
+  if (!h.ok()) return h.status();
+  std::string base =
+      "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string((*h)->port());
+  Log("http: live page " + base + "/, metrics " + base + "/metrics, JSON " + base + "/api/stats");
+  return h;
+}
+
+// The HTTP address other nodes and `kvpool top` dial: the listen host, or the member
+// address's host when it listens on every interface.
+std::string HttpAdvertise(const std::string& listen, const std::string& member_address,
+                          uint16_t port) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+    host = member_address.substr(0, member_address.rfind(':'));
+  }
+  return host + ":" + std::to_string(port);
+}
 
 struct Loaded {
   DaemonConfig config;
@@ -486,84 +561,34 @@ int main(int argc, char** argv) {
   std::unique_ptr<kvpool::cluster::Membership> peers;
   std::thread peer_log;
   std::atomic<bool> stopping{false};
-  std::string member_id;
+  std::optional<kvpool::cluster::Member> self;
+  std::vector<std::string> etcd_endpoints = kvpool::cluster::SplitEndpoints(c.cluster.etcd);
   if (!c.cluster.etcd.empty()) {
-    auto self = SelfMember(c, srv->port());
-    if (!self.ok()) return Fail("cluster: " + self.status().ToString());
-    member_id = self->id;
+    auto me = SelfMember(c, srv->port());
+    if (!me.ok()) return Fail("cluster: " + me.status().ToString());
+    self = std::move(me).value();
+    // Nodes watch the member list too: each change is logged (who joined, who left), and
+    // the HTTP endpoint shows it.
+    peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000);
+    peer_log = std::thread([&] { LogMemberChanges(*peers, stopping); });
+  }
+  std::unique_ptr<kvpool::server::HttpEndpoint> http;
+  if (!c.metrics_listen.empty()) {
+    auto h = StartHttp(c.metrics_listen, store->get(), srv.get(), peers.get(),
+                       self ? self->id : std::string());
+    if (!h.ok()) return Fail("cannot serve HTTP: " + h.status().ToString());
+    http = std::move(h).value();
+  }
+  if (self) {
+    if (http) self->http = HttpAdvertise(c.metrics_listen, self->address, http->port());
     kvpool::cluster::RegistrarOptions ro;
-    ro.endpoints = kvpool::cluster::SplitEndpoints(c.cluster.etcd);
+    ro.endpoints = etcd_endpoints;
     ro.prefix = c.cluster.prefix;
     ro.ttl_seconds = static_cast<int>(c.cluster.lease_ttl);
     Log("member " + self->id + " at " + self->address + ", capacity " +
         kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
     registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);
     registrar->Start();
-    // Nodes watch the member list too: each change is logged (who joined, who left).
-    peers = kvpool::cluster::Membership::FromEtcd(ro.endpoints, ro.prefix, 1000);
-    peer_log = std::thread([&] {
-      uint64_t seen = 0;
-      std::vector<std::string> before;
-      while (!stopping.load()) {
-        if (uint64_t v = peers->version(); v != seen) {
-          seen = v;
-          std::vector<std::string> now;
-          kvpool::cluster::MembershipView view = peers->Current();  // holds the list alive
-          for (const auto& m : *view.members) now.push_back(m.id + "@" + m.address);
-          std::string joined, left;
-          for (const auto& m : now) {
-            if (std::find(before.begin(), before.end(), m) == before.end()) joined += " " + m;
-          }
-          for (const auto& m : before) {
-            if (std::find(now.begin(), now.end(), m) == now.end()) left += " " + m;
-          }
-          Log("pod members: " + std::to_string(now.size()) +
-              (joined.empty() ? "" : "; joined:" + joined) +
-              (left.empty() ? "" : "; left:" + left));
-          before = std::move(now);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-  }
-
-  uint64_t start_ns = kvpool::NowNanos();
-  std::unique_ptr<kvpool::server::HttpEndpoint> http;
-  if (!c.metrics_listen.empty()) {
-    kvpool::Store* st = store->get();
-    kvpool::server::Server* sv = srv.get();
-    kvpool::cluster::Membership* pod = peers.get();
-    std::string self_id = registrar ? member_id : "";
-    auto snapshot = [st, sv, pod, self_id, start_ns] {
-      kvpool::server::NodeStats n;
-      n.store = st->GetStats();
-      n.server = sv->GetStats();
-      n.tenants = sv->tenant_stats().Snapshot();
-      n.uptime_seconds = static_cast<double>(kvpool::NowNanos() - start_ns) / 1e9;
-      n.unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
-      if (pod) {
-        n.in_pool = true;
-        n.member_id = self_id;
-        kvpool::cluster::MembershipView view = pod->Current();
-        for (const auto& m : *view.members) n.members.push_back({m.id, m.address, m.capacity});
-      }
-      return n;
-    };
-    std::vector<kvpool::server::HttpRoute> routes = {
-        {"/metrics", "text/plain; version=0.0.4; charset=utf-8",
-         [snapshot] { return kvpool::server::RenderMetrics(snapshot()); }},
-        {"/api/stats", "application/json",
-         [snapshot] { return kvpool::server::RenderStatusJson(snapshot()); }},
-        {"/", "text/html; charset=utf-8", [] { return kvpool::server::StatusPage(); }},
-    };
-    auto h = kvpool::server::HttpEndpoint::Start(c.metrics_listen, std::move(routes));
-    if (!h.ok()) return Fail("cannot serve HTTP: " + h.status().ToString());
-    http = std::move(h).value();
-    std::string base = "http://" + c.metrics_listen.substr(0, c.metrics_listen.rfind(':')) + ":" +
-                       std::to_string(http->port());
-    Log("http: live page " + base + "/, metrics " + base + "/metrics, JSON " + base + "/api/stats");
   }
   if (!c.ready_file.empty()) {
     std::string tmp = c.ready_file + ".tmp";

@@ -47,6 +47,12 @@ TEST(Member, SpecsRecordsAndErrors) {
   auto back = DecodeMember(EncodeMember(*m));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, *m);
+  EXPECT_EQ(EncodeMember(*m).find("http"), std::string::npos);  // absent unless served
+  m->http = "10.0.0.5:7402";
+  back = DecodeMember(EncodeMember(*m));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->http, "10.0.0.5:7402");
+  EXPECT_FALSE(DecodeMember(R"({"address":"h:1","capacity":1,"http":"noport"})").ok());
 
   auto plain = ParseMemberSpec("127.0.0.1:7400");
   ASSERT_TRUE(plain.ok());

@@ -183,6 +183,14 @@ Status HttpConnection::Post(std::string_view path, std::string_view body) {
       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
       "\r\n\r\n";
   req.append(body);
+  return Send(req);
+}
+
+Status HttpConnection::Get(std::string_view path) {
+  return Send("GET " + std::string(path) + " HTTP/1.1\r\nHost: " + host_ + "\r\n\r\n");
+}
+
+Status HttpConnection::Send(const std::string& req) {
   size_t off = 0;
   while (off < req.size()) {
     ssize_t n = ::send(fd_.get(), req.data() + off, req.size() - off, MSG_NOSIGNAL);

@@ -1,4 +1,5 @@
-// A minimal HTTP/1.1 client for etcd's JSON gateway: POST a JSON body, read the response
+// A minimal HTTP/1.1 client for etcd's JSON gateway (and kvpoold's /api/stats): POST a
+// JSON body or GET, read the response
 // (Content-Length or chunked), or stream a chunked response (etcd's watch) piece by piece.
 // The response parser is a pure function of the bytes fed to it (the fuzz target drives it).
 #ifndef KVPOOL_CLUSTER_HTTP_H_
@@ -48,6 +49,8 @@ class HttpConnection {
 
   // Sends "POST path" with a JSON body.
   Status Post(std::string_view path, std::string_view body);
+  // Sends "GET path" (a kvpoold's /api/stats, say).
+  Status Get(std::string_view path);
   // Reads one whole response; its body in *body. Non-2xx is kIoError with the body as text.
   Status ReadResponse(std::string* body);
   // Streaming: reads what arrives within wait_ms and appends decoded body bytes to *out.
@@ -55,6 +58,7 @@ class HttpConnection {
   Status ReadSome(std::string* out, int wait_ms);
 
  private:
+  Status Send(const std::string& request);
   explicit HttpConnection(net::Fd fd, std::string host)
       : fd_(std::move(fd)), host_(std::move(host)) {}
   net::Fd fd_;

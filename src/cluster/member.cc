@@ -35,6 +35,9 @@ Status Check(const Member& m) {
     return Status(Code::kInvalidArgument, "bad member label");
   }
   if (m.capacity == 0) return Status(Code::kInvalidArgument, "member capacity must be > 0");
+  if (!m.http.empty() && (!ValidText(m.http, 255) || m.http.find(':') == std::string::npos)) {
+    return Status(Code::kInvalidArgument, "member http address must be host:port");
+  }
   return Status::Ok();
 }
 
@@ -46,6 +49,7 @@ std::string EncodeMember(const Member& m) {
             {"capacity", m.capacity},
             {"labels", {{"node", m.labels.node}, {"rack", m.labels.rack}, {"zone", m.labels.zone}}},
             {"protocol", m.protocol}};
+  if (!m.http.empty()) j["http"] = m.http;
   return j.dump();
 }
 
@@ -60,6 +64,7 @@ Result<Member> DecodeMember(std::string_view text) {
   };
   str(j, "id", &m.id);
   str(j, "address", &m.address);
+  str(j, "http", &m.http);
   if (m.id.empty()) m.id = m.address;
   if (auto it = j.find("capacity"); it != j.end() && it->is_number_unsigned())
     m.capacity = it->get<uint64_t>();

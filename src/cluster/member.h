@@ -2,7 +2,8 @@
 //
 // The member record in etcd is this JSON (docs/DEPLOY.md):
 //   {"id":"node-a:7400","address":"10.0.0.5:7400","capacity":68719476736,
-//    "labels":{"node":"node-a","rack":"r1","zone":"z1"},"protocol":1}
+//    "labels":{"node":"node-a","rack":"r1","zone":"z1"},"protocol":1,"http":"10.0.0.5:7402"}
+// ("http", the node's metrics and live page, only when it serves them.)
 // A static list names members as "address[,capacity=SIZE][,id=ID][,node=..][,rack=..][,zone=..]",
 // several separated by ';' (or one per line in a file).
 #ifndef KVPOOL_CLUSTER_MEMBER_H_
@@ -28,6 +29,7 @@ struct Member {
   uint64_t capacity = 1;  // advertised bytes; the placement weight
   Labels labels;
   uint32_t protocol = 1;
+  std::string http;  // "host:port" of its HTTP endpoint (metrics, /api/stats); "" if none
   friend bool operator==(const Member&, const Member&) = default;
 };
 

@@ -96,6 +96,21 @@ TEST(Config, ErrorsNameTheLine) {
   EXPECT_NE(err("[store]\nreuse_bonus = 1.2.3\n").find("number"), std::string::npos);
 }
 
+TEST(Config, SettingsAsWrittenAndTheLogLevel) {
+  DaemonConfig c;
+  std::map<std::string, std::string> set;
+  ASSERT_TRUE(ApplyToml("[server]\nlog_level = \"debug\"\nmax_batch = 64 # comment\n"
+                        "[[tenant]]\nname = \"a\"\ntoken = \"t\"\nnamespaces = [\"a\"]\n",
+                        &c, &set)
+                  .ok());
+  EXPECT_EQ(c.log_level, log::Level::kDebug);
+  EXPECT_EQ(set, (std::map<std::string, std::string>{{"server.log_level", "\"debug\""},
+                                                     {"server.max_batch", "64"}}));
+  EXPECT_FALSE(ApplyToml("[server]\nlog_level = \"loud\"\n", &c).ok());
+  EXPECT_EQ(log::ParseLevel("warn"), log::Level::kWarn);
+  EXPECT_FALSE(log::ParseLevel("WARN").has_value());
+}
+
 TEST(Units, ParseAndFormatSizes) {
   EXPECT_EQ(*ParseSize("4096"), 4096u);
   EXPECT_EQ(*ParseSize("64K"), 64 * kKiB);
@@ -118,6 +133,11 @@ TEST(Tenants, TokensOpenOnlyTheirNamespaces) {
   EXPECT_EQ(t.Authorize("sb", "b/x").code(), Code::kRefused);
   EXPECT_EQ(t.Authorize("", "a/x").code(), Code::kRefused);
   EXPECT_EQ(t.Authorize("s", "a/x").code(), Code::kRefused);
+  std::string name = "stale";
+  EXPECT_TRUE(t.Authorize("sb", "b", &name).ok());
+  EXPECT_EQ(name, "b");  // the tenant a connection counts under
+  EXPECT_FALSE(t.Authorize("sb", "a/x", &name).ok());
+  EXPECT_EQ(name, "");
   Scope x("x"), y("y");
   BlockKey k{1, 2};
   EXPECT_NE(x.Key(k), y.Key(k));
