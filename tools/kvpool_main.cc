@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "net_bench.h"
 #include "prestage_bench.h"
 #include "replay.h"
+#include "report.h"
 #include "top.h"
 #include "trace.h"
 
@@ -59,6 +61,11 @@ kvpool replay [options]
                         learnt while replaying from simulated candidates; 0 = LRU
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
+  --report DIR          replay at each capacity of --report-capacities and draw
+                        DIR/hit_ratio.png (kvpool, LRU, offline against capacity) and
+                        DIR/latency_cdf.png (+ .svg), from DIR/replay.json, with
+                        DIR/plot.py (python3-matplotlib; $KVPOOL_PYTHON picks python)
+  --report-capacities L capacities for --report (default 0.02,0.05,0.1,0.2)
   --quiet               no progress bar
 
 kvpool gen-trace [options]      (workloads unlike the conversation trace)
@@ -89,9 +96,48 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
+// `replay --report DIR`: one replay per capacity, a summary table, then the figures.
+int ReplayReport(const std::vector<kvpool::tools::TraceRequest>& trace,
+                 kvpool::tools::ReplayOptions o, const std::string& trace_path,
+                 const std::string& dir, const std::vector<double>& capacities,
+                 const kvpool::tools::ReplayProgress& progress) {
+  std::string points;
+  uint64_t wrong = 0;
+  std::printf("%-10s %10s %10s %10s %10s %10s\n", "capacity", "kvpool", "DRAM", "flash",
+              "plain LRU", "offline");
+  for (double f : capacities) {
+    o.capacity_fraction = f;
+    auto res = kvpool::tools::RunReplay(trace, o, progress);
+    if (!res.ok()) return Fail(res.status().ToString());
+    double n = res->blocks_requested ? static_cast<double>(res->blocks_requested) : 1.0;
+    std::printf("%9.1f%% %10.4f %10.4f %10.4f %10.4f %10.4f\n", 100 * f, res->prefix_hit_ratio(),
+                static_cast<double>(res->dram_hits) / n, static_cast<double>(res->flash_hits) / n,
+                res->lru_prefix_hit_ratio(), static_cast<double>(res->offline_prefix_hits) / n);
+    std::string one = kvpool::tools::ReplayJson(*res, o);
+    while (!one.empty() && one.back() == '\n') one.pop_back();
+    points += (points.empty() ? "" : ",\n  ") + one;
+    wrong += res->wrong_data;
+  }
+  std::string bounds;
+  for (double b : kvpool::kLatencyBoundsUs)
+    bounds += (bounds.empty() ? "" : ",") + std::to_string(b);
+  std::string escaped;
+  for (char c : trace_path)
+    escaped += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  std::string json = "{\"kind\":\"replay\",\"trace\":\"" + escaped + "\",\"latency_bounds_us\":[" +
+                     bounds + "],\n \"points\":[\n  " + points + "]}\n";
+  auto files = kvpool::tools::WriteReport(dir, "replay", json);
+  if (!files.ok()) return Fail(std::string(files.status().message()));
+  std::printf("\nreport: %s/replay.json\n", dir.c_str());
+  for (const std::string& f : *files) std::printf("figure: %s\n", f.c_str());
+  return wrong == 0 ? 0 : 1;
+}
+
 int Replay(int argc, char** argv) {
   kvpool::tools::ReplayOptions o;
   std::string trace = "data/conversation_trace.jsonl", json, flash = "kvpool-data/replay-flash.img";
+  std::string report;
+  std::vector<double> report_capacities = {0.02, 0.05, 0.1, 0.2};
   uint64_t requests = 0;
   bool quiet = false;
   for (int i = 0; i < argc; ++i) {
@@ -149,6 +195,18 @@ int Replay(int argc, char** argv) {
       if (!ParseSize(v, &requests)) return Fail("--requests: a count");
     } else if (a == "--json") {
       json = v;
+    } else if (a == "--report") {
+      report = v;
+    } else if (a == "--report-capacities") {
+      report_capacities.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) {
+        double f;
+        if (!ParseFraction(item.c_str(), &f))
+          return Fail("--report-capacities: fractions in (0, 1]");
+        report_capacities.push_back(f);
+      }
+      if (report_capacities.empty()) return Fail("--report-capacities: at least one fraction");
     } else {
       return Fail("unknown option " + a);
     }
@@ -170,6 +228,7 @@ int Replay(int argc, char** argv) {
                  r.seconds);
     if (done == total) std::fputc('\n', stderr);
   };
+  if (!report.empty()) return ReplayReport(*loaded, o, trace, report, report_capacities, progress);
   auto res = kvpool::tools::RunReplay(*loaded, o, progress);
   if (!res.ok()) return Fail(res.status().ToString());
   std::fputs(kvpool::tools::ReplayTable(*res, o).c_str(), stdout);

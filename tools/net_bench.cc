@@ -25,6 +25,7 @@
 #include "common/proc_stat.h"
 #include "common/units.h"
 #include "net/socket.h"
+#include "report.h"
 
 namespace kvpool::tools {
 namespace {
@@ -52,6 +53,9 @@ usage: kvpool bench [options]
   --peer-nice N    run every thread of redis-server and memcached at nice N (e.g. -10,
                    the priority kvpoold gives its reactors; default 0: as started)
   --json PATH      also write every row and the ratios as JSON
+  --report DIR     write DIR/bench.json and draw DIR/throughput.png (items/s of every
+                   target per workload) and DIR/latency_cdf.png (+ .svg) with
+                   DIR/plot.py (python3-matplotlib; $KVPOOL_PYTHON picks python)
   --quick          a few milliseconds per configuration (smoke test)
 Servers are started on loopback by the benchmark and stopped by PID when done.
 "srv cpu" and "cli cpu": CPU microseconds per item of the server processes and of
@@ -74,8 +78,22 @@ struct Row {
   // CPU time per item, microseconds: the server processes' and this process's (the client
   // threads); -1 where there is none. Steadier than throughput on a shared machine.
   double server_cpu_us = -1, client_cpu_us = -1;
+  std::vector<double> cdf_us;  // latency at each of kCdfQ (the report's CDF)
   std::string error;
 };
+
+// Quantiles kept per row for the latency CDF of `--report`.
+constexpr double kCdfQ[] = {0.001, 0.01, 0.05, 0.1,  0.2,  0.3,   0.4,   0.5,    0.6, 0.7,
+                            0.8,   0.9,  0.95, 0.98, 0.99, 0.995, 0.999, 0.9999, 1.0};
+
+void Summarize(const Histogram& hist, Row& row) {
+  row.p50 = hist.Quantile(0.5) / 1e3;
+  row.p99 = hist.Quantile(0.99) / 1e3;
+  row.p999 = hist.Quantile(0.999) / 1e3;
+  row.cdf_us.clear();
+  if (hist.Count() == 0) return;
+  for (double q : kCdfQ) row.cdf_us.push_back(hist.Quantile(q) / 1e3);
+}
 
 // user + system CPU seconds of the server processes, all threads (utime + stime ticks).
 double ServerCpuSeconds(const BenchTarget& t) {
@@ -187,9 +205,7 @@ Row Run(BenchTarget& t, const Config& c, double seconds) {
   }
   row.ops_per_s = row.ops / row.seconds;
   row.gbps = row.ops_per_s * c.size / 1e9;
-  row.p50 = hist.Quantile(0.5) / 1e3;
-  row.p99 = hist.Quantile(0.99) / 1e3;
-  row.p999 = hist.Quantile(0.999) / 1e3;
+  Summarize(hist, row);
   row.error = error;
   return row;
 }
@@ -213,10 +229,46 @@ Row Memcpy(size_t size, double seconds) {
   row.ops = n;
   row.ops_per_s = n / row.seconds;
   row.gbps = row.ops_per_s * size / 1e9;
-  row.p50 = hist.Quantile(0.5) / 1e3;
-  row.p99 = hist.Quantile(0.99) / 1e3;
-  row.p999 = hist.Quantile(0.999) / 1e3;
+  Summarize(hist, row);
   return row;
+}
+
+struct Ratio {
+  std::string name;
+  double value;
+  double goal;  // -1: none
+  bool higher_better;
+};
+
+std::string BenchJson(const std::vector<Row>& rows, const std::vector<Ratio>& ratios,
+                      double seconds) {
+  std::ostringstream f;
+  f << "{\n  \"seconds_per_config\": " << seconds << ",\n  \"cdf_q\": [";
+  for (size_t i = 0; i < std::size(kCdfQ); ++i) f << (i ? ", " : "") << kCdfQ[i];
+  f << "],\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    f << "    {\"target\": \"" << r.target << "\", \"op\": \"" << r.cfg.op
+      << "\", \"size\": " << r.cfg.size << ", \"clients\": " << r.cfg.clients
+      << ", \"batch\": " << r.cfg.batch << ", \"items_per_s\": " << r.ops_per_s
+      << ", \"gb_per_s\": " << r.gbps << ", \"p50_us\": " << r.p50 << ", \"p99_us\": " << r.p99
+      << ", \"p999_us\": " << r.p999 << ", \"server_cpu_us_per_item\": " << r.server_cpu_us
+      << ", \"client_cpu_us_per_item\": " << r.client_cpu_us << ", \"cdf_us\": [";
+    for (size_t j = 0; j < r.cdf_us.size(); ++j) f << (j ? ", " : "") << r.cdf_us[j];
+    f << "], \"error\": \"";
+    for (char c : r.error) {
+      if (c == '"' || c == '\\') f << '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) f << c;
+    }
+    f << "\"}" << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  f << "  ],\n  \"ratios\": [\n";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    f << "    {\"name\": \"" << ratios[i].name << "\", \"value\": " << ratios[i].value
+      << ", \"goal\": " << ratios[i].goal << "}" << (i + 1 < ratios.size() ? ",\n" : "\n");
+  }
+  f << "  ]\n}\n";
+  return f.str();
 }
 
 std::vector<Config> Standard(const std::string& target) {
@@ -308,7 +360,7 @@ int EchoServer(uint16_t port) {
 int NetBench(int argc, char** argv) {
   std::vector<std::string> targets = {"kvpool",    "kvpool-shm", "redis",
                                       "memcached", "fsync",      "echo"};
-  std::string suite = "standard", json, work = "kvpool-data/bench";
+  std::string suite = "standard", json, work = "kvpool-data/bench", report;
   std::vector<size_t> sizes = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20};
   std::vector<unsigned> clients = {1, 8, 64}, batches = {1, 16, 64};
   double seconds = 1.0;
@@ -369,6 +421,8 @@ int NetBench(int argc, char** argv) {
       work = value();
     } else if (a == "--json") {
       json = value();
+    } else if (a == "--report") {
+      report = value();
     } else if (a == "--busy-poll-us") {
       busy_poll_us = static_cast<unsigned>(std::atoi(value().c_str()));
     } else if (a == "--kvpoold-args") {
@@ -440,12 +494,6 @@ int NetBench(int argc, char** argv) {
   }
 
   // The issue's figures, as ratios from this run.
-  struct Ratio {
-    std::string name;
-    double value;
-    double goal;
-    bool higher_better;
-  };
   std::vector<Ratio> ratios;
   constexpr double kNoGoal = -1;
   auto ratio = [&](const std::string& label, const Row* a, const Row* b, double Row::*f,
@@ -484,25 +532,23 @@ int NetBench(int argc, char** argv) {
     std::printf("%-44s %8.2f %s%-7.2f %s\n", r.name.c_str(), r.value,
                 r.higher_better ? ">=" : "<=", r.goal, met ? "met" : "NOT met");
   }
+  std::string doc = BenchJson(rows, ratios, seconds);
   if (!json.empty()) {
     std::ofstream f(json);
-    f << "{\n  \"seconds_per_config\": " << seconds << ",\n  \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      f << "    {\"target\": \"" << r.target << "\", \"op\": \"" << r.cfg.op
-        << "\", \"size\": " << r.cfg.size << ", \"clients\": " << r.cfg.clients
-        << ", \"batch\": " << r.cfg.batch << ", \"items_per_s\": " << r.ops_per_s
-        << ", \"gb_per_s\": " << r.gbps << ", \"p50_us\": " << r.p50 << ", \"p99_us\": " << r.p99
-        << ", \"p999_us\": " << r.p999 << ", \"server_cpu_us_per_item\": " << r.server_cpu_us
-        << ", \"client_cpu_us_per_item\": " << r.client_cpu_us << ", \"error\": \"" << r.error
-        << "\"}" << (i + 1 < rows.size() ? ",\n" : "\n");
+    f << doc;
+    if (!f) {
+      std::fprintf(stderr, "kvpool bench: cannot write %s\n", json.c_str());
+      return 2;
     }
-    f << "  ],\n  \"ratios\": [\n";
-    for (size_t i = 0; i < ratios.size(); ++i) {
-      f << "    {\"name\": \"" << ratios[i].name << "\", \"value\": " << ratios[i].value
-        << ", \"goal\": " << ratios[i].goal << "}" << (i + 1 < ratios.size() ? ",\n" : "\n");
+  }
+  if (!report.empty()) {
+    auto files = WriteReport(report, "bench", doc);
+    if (!files.ok()) {
+      std::fprintf(stderr, "kvpool bench: %s\n", std::string(files.status().message()).c_str());
+      return 1;
     }
-    f << "  ]\n}\n";
+    std::printf("\nreport: %s/bench.json\n", report.c_str());
+    for (const std::string& file : *files) std::printf("figure: %s\n", file.c_str());
   }
   return 0;
 }

@@ -231,12 +231,15 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
   auto lat = [&](const LatencySummary& l) {
     std::ostringstream t;
     t << "{\"count\":" << l.count << ",\"p50_us\":" << l.p50_us << ",\"p99_us\":" << l.p99_us
-      << ",\"p999_us\":" << l.p999_us << "}";
+      << ",\"p999_us\":" << l.p999_us << ",\"max_us\":" << l.max_us << ",\"le\":[";
+    for (size_t i = 0; i < kLatencyBounds; ++i) t << (i ? "," : "") << l.le[i];
+    t << "]}";
     return t.str();
   };
   s << "{\"requests\":" << r.requests << ",\"blocks_requested\":" << r.blocks_requested
     << ",\"distinct_blocks\":" << r.distinct_blocks << ",\"capacity_blocks\":" << r.capacity_blocks
-    << ",\"block_bytes\":" << o.block_bytes << ",\"prefix_hit_ratio\":" << r.prefix_hit_ratio()
+    << ",\"block_bytes\":" << o.block_bytes << ",\"capacity_fraction\":" << o.capacity_fraction
+    << ",\"dram_share\":" << o.dram_share << ",\"prefix_hit_ratio\":" << r.prefix_hit_ratio()
     << ",\"lru_prefix_hit_ratio\":" << r.lru_prefix_hit_ratio() << ",\"dram_hits\":" << r.dram_hits
     << ",\"flash_hits\":" << r.flash_hits << ",\"tokens_saved\":" << r.tokens_saved
     << ",\"lru_tokens_saved\":" << r.lru_tokens_saved << ",\"offline_prefix_hit_ratio\":"
