@@ -464,6 +464,92 @@ TEST_F(PoolTest, StaticMembersDropAndReadmitADeadNode) {
 }
 
 // `kvpool cluster status`: the real CLI against a live and a dead member.
+// Issue 21's handoff figures: a working set written to three nodes, read just after a
+// fourth joins (a client without handoff misses the newcomer's share; with it, misses at
+// the new owner read through from the old one and are kept there), then read after a
+// node is drained with `kvpool cluster drain` and stopped, by a client that never saw the
+// old placement (so every hit is a block the drain moved).
+TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(StartNode(i, etcd.endpoint())) << nodes_[i]->output();
+  PoolOptions po;
+  po.etcd = etcd.endpoint();
+  po.client.ns = "handoff";
+  PoolOptions plain_o = po;
+  plain_o.handoff_ms = 0;
+  auto with = PoolClient::Create(po);
+  auto plain = PoolClient::Create(plain_o);
+  ASSERT_TRUE(with.ok() && plain.ok());
+  auto members = [](PoolClient& pc) { return pc.GetStatus(false).members.size(); };
+  ASSERT_TRUE(WaitFor([&] { return members(**with) == 3 && members(**plain) == 3; }, 5000ms));
+
+  constexpr size_t kBlocks = 3000, kValue = 4096, kBatch = 100;
+  auto key = [](size_t i) { return BlockKey{77, i + 1}; };
+  for (size_t at = 0; at < kBlocks; at += kBatch) {
+    std::vector<std::vector<std::byte>> vals;
+    std::vector<PutOp> puts;
+    for (size_t i = at; i < at + kBatch; ++i) vals.push_back(Value(key(i), kValue));
+    for (size_t i = 0; i < kBatch; ++i) puts.push_back(PutOp{key(at + i), vals[i], {}, {}});
+    ASSERT_TRUE((*with)->PutBatch(puts).ok());
+    for (const PutOp& p : puts) ASSERT_TRUE(p.status.ok()) << p.status.ToString();
+  }
+  uint64_t wrong = 0;
+  auto hit_ratio = [&](PoolClient& pc) {
+    size_t hits = 0;
+    for (size_t at = 0; at < kBlocks; at += kBatch) {
+      std::vector<std::vector<std::byte>> bufs(kBatch, std::vector<std::byte>(kValue));
+      std::vector<GetOp> gets(kBatch);
+      for (size_t i = 0; i < kBatch; ++i) gets[i].key = key(at + i), gets[i].buffer = bufs[i];
+      EXPECT_TRUE(pc.GetBatch(gets).ok());
+      for (size_t i = 0; i < kBatch; ++i) {
+        if (!gets[i].status.ok()) continue;
+        ++hits;
+        wrong += bufs[i] != Value(key(at + i), kValue);
+      }
+    }
+    return double(hits) / kBlocks;
+  };
+  double before = hit_ratio(**with);
+  EXPECT_EQ(before, 1.0);
+
+  ASSERT_TRUE(StartNode(3, etcd.endpoint())) << nodes_[3]->output();
+  ASSERT_TRUE(WaitFor([&] { return members(**with) == 4 && members(**plain) == 4; }, 5000ms));
+  double join_plain = hit_ratio(**plain);  // first: the handoff below stores blocks anew
+  double join = hit_ratio(**with);
+  PoolStatus st = (*with)->GetStatus(false);
+  double again = hit_ratio(**with);
+  uint64_t reads_again = (*with)->GetStatus(false).handoff_reads - st.handoff_reads;
+  EXPECT_LT(join_plain, 0.9);  // the newcomer's share (about a quarter) is missing
+  EXPECT_GE(join / before, 0.95);
+  EXPECT_EQ(again, 1.0);
+  EXPECT_EQ(reads_again, 0u);  // the blocks found were kept at their new owners
+  EXPECT_EQ(st.handoff_hits, st.handoff_kept);
+  EXPECT_GT(st.handoff_hits, kBlocks / 10);
+
+  // Drain n1, then stop it; a client that never saw n1 finds the working set.
+  std::string out;
+  int rc = testing::RunKvpoolCli("cluster drain n1 --etcd " + etcd.endpoint(), &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("drained n1"), std::string::npos) << out;
+  EXPECT_NE(nodes_[1]->output().find("left the pod's member list (drain)"), std::string::npos);
+  EXPECT_EQ(nodes_[1]->Stop(), 0);
+  auto fresh = PoolClient::Create(po);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(WaitFor([&] { return members(**fresh) == 3; }, 5000ms));
+  double drained = hit_ratio(**fresh);
+  EXPECT_GE(drained / before, 0.90);
+  EXPECT_EQ((*fresh)->GetStatus(false).handoff_reads, 0u);
+  EXPECT_EQ(wrong, 0u);
+  std::printf("handoff: working set %zu blocks; hit ratio before %.3f, after a join %.3f "
+              "(without handoff %.3f), again %.3f; after a drain %.3f (%.2fx of before)\n",
+              kBlocks, before, join, join_plain, again, drained, drained / before);
+  // Draining again, or a node that is not there: clear errors.
+  EXPECT_EQ(testing::RunKvpoolCli("cluster drain n9 --etcd " + etcd.endpoint(), &out), 2);
+  EXPECT_NE(out.find("no member 'n9'"), std::string::npos) << out;
+}
+
 TEST_F(PoolTest, ClusterStatusCommand) {
   nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
   ASSERT_TRUE(nodes_[0]->Start()) << nodes_[0]->output();

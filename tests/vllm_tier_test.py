@@ -186,8 +186,11 @@ class VllmTierReplay(KvpooldTestCase):
             print("  %-20s calls %6d  p50 %7.1f us  p99 %7.1f us  max %7.1f us" % (
                 name, len(ts), ts[len(ts) // 2] * 1e6, ts[int(len(ts) * 0.99)] * 1e6, ts[-1] * 1e6),
                 file=sys.stderr)
-            if name != "drain_jobs":  # drain_jobs blocks by contract
-                self.assertLess(ts[int(len(ts) * 0.99)], 1e-3, name)
+            # No method waits on kvpoold (drain_jobs does, by contract): a wait would cost
+            # a request timeout. The bound is loose on purpose: the machine is shared, and
+            # the figures above are what docs/PERFORMANCE.md reports, not this check.
+            if name != "drain_jobs":
+                self.assertLess(ts[int(len(ts) * 0.99)], 50e-3, name)
         print("  offload + reload of %d blocks of %d KiB: identical bytes" % (n, CHUNK >> 10),
               file=sys.stderr)
 

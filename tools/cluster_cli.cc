@@ -24,6 +24,13 @@ usage:
       bytes held, blocks, gets and hit rate (one STAT round trip per node).
       LIST: "host:port[,capacity=SIZE][,id=ID][,zone=Z][,rack=R][,node=N];..."
       Default: --members 127.0.0.1:7400. Exit status 1 if a member is unreachable.
+  kvpool cluster drain NODE --etcd HOST:PORT[,..] [--etcd-prefix P] [--token T]
+                       [--max-blocks N] [--batch N]
+      Takes member NODE (id or address) out of the pod without losing its hot blocks:
+      it leaves the member list at once and keeps serving (clients read through from
+      it meanwhile), then its blocks, hottest first (at most N, default 4Mi), are copied
+      to their owners among the remaining members, with progress. Stop it afterwards.
+      --token: the cluster's peer token (cluster.peer_token) on nodes with tenants.
   kvpool cluster placement [--keys N] [--members N] [--json PATH]
       Placement benchmark: N keys (default 1,000,000) over N members (default 8) with
       unequal weights: each member's share against its weight, and the keys moved by a
@@ -226,6 +233,7 @@ int ClusterCommand(int argc, char** argv) {
   std::string sub = argc > 0 ? argv[0] : "";
   if (sub == "status") return Status(argc - 1, argv + 1);
   if (sub == "placement") return PlacementBench(argc - 1, argv + 1);
+  if (sub == "drain") return DrainCommand(argc - 1, argv + 1);
   std::fputs(kClusterUsage, sub == "--help" || sub == "-h" ? stdout : stderr);
   return sub == "--help" || sub == "-h" ? 0 : 2;
 }

@@ -8,6 +8,8 @@ namespace kvpool::tools {
 extern const char kClusterUsage[];
 // argv: the arguments after "cluster".
 int ClusterCommand(int argc, char** argv);
+// argv: the arguments after "cluster drain" (cluster_drain.cc).
+int DrainCommand(int argc, char** argv);
 
 }  // namespace kvpool::tools
 

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -236,6 +237,12 @@ std::string HttpAdvertise(const std::string& listen, const std::string& member_a
   }
   return host + ":" + std::to_string(port);
 }
+
+struct LeaveHook {
+  std::mutex mu;
+  kvpool::cluster::Registrar* registrar = nullptr;  // GUARDED_BY(mu)
+  bool left = false;                                // GUARDED_BY(mu)
+};
 
 struct Loaded {
   DaemonConfig config;
@@ -548,6 +555,20 @@ int main(int argc, char** argv) {
                   ", store open in " + ms + " ms"
             : "flash: started empty (--flash-fresh)");
   }
+  // A peer's LEAVE (kvpool cluster drain) takes the node out of the member list.
+  auto leave = std::make_shared<LeaveHook>();
+  if (!c.cluster.etcd.empty()) {
+    c.server.on_leave = [leave]() -> kvpool::Status {
+      std::lock_guard<std::mutex> lock(leave->mu);
+      if (!leave->registrar) return kvpool::Status::Unavailable("not registered yet");
+      if (!leave->left) {
+        leave->registrar->Stop();  // revokes the lease: clients see the node leave at once
+        leave->left = true;
+        Log("left the pod's member list (drain); still serving");
+      }
+      return kvpool::Status::Ok();
+    };
+  }
   auto server = kvpool::server::Server::Start(c.server, store->get());
   if (!server.ok()) return Fail("cannot listen: " + server.status().ToString());
   auto& srv = *server;
@@ -589,6 +610,8 @@ int main(int argc, char** argv) {
         kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
     registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);
     registrar->Start();
+    std::lock_guard<std::mutex> lock(leave->mu);
+    leave->registrar = registrar.get();
   }
   if (!c.ready_file.empty()) {
     std::string tmp = c.ready_file + ".tmp";
@@ -609,6 +632,10 @@ int main(int argc, char** argv) {
   stopping = true;
   if (peer_log.joinable()) peer_log.join();
   peers.reset();
+  {
+    std::lock_guard<std::mutex> lock(leave->mu);
+    leave->registrar = nullptr;
+  }
   registrar.reset();  // leave the member list before the port closes
   srv->Stop();
   kvpool::server::ServerStats ss = srv->GetStats();

@@ -41,6 +41,10 @@ struct ClientOptions {
   // at the cost of a busy core. For latency-critical single-stream clients. Same-host
   // path: spins on a word in shared memory (no system calls); TCP: polls the socket.
   unsigned busy_poll_us = 0;
+  // A peer connection (a drain, another node): keys are the node's stored keys, not
+  // scoped by `ns`; ListBlocks and Leave work. `token` must be the cluster's peer token
+  // when the node has tenants.
+  bool peer = false;
 };
 
 // An absolute limit on a batch call, on the monotonic clock. Deadline{} is none (then only
@@ -90,6 +94,10 @@ class Client {
   Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
   Result<std::string> ServerStats();
   Status Ping();
+  // Peer connections only: the node's blocks, hottest first (at most `max`), and its
+  // leaving the pod's member list while it keeps serving (the first step of a drain).
+  Result<std::vector<HeldBlock>> ListBlocks(size_t max);
+  Status Leave();
 
   // Asynchronous form: Submit sends at once and returns a ticket; the ops (and the buffers
   // they point to) must stay alive and untouched until Wait(ticket) returns. Tickets

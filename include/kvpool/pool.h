@@ -1,8 +1,9 @@
 // The pod pool: many kvpoold nodes used as one store.
 //
 // A PoolClient places each block by weighted rendezvous hashing over the live members
-// (weight = advertised capacity; docs/DEPLOY.md has the rule), so the owner is computed
-// locally with no lookup round trip. Batches are split per node and sent to all nodes
+// (weight = advertised capacity; docs/DEPLOY.md has the rule) of the block's stored key
+// (the key scoped by the namespace, as the nodes hold it), so the owner is computed
+// locally with no lookup round trip, and a drain that sees only stored keys agrees. Batches are split per node and sent to all nodes
 // before any answer is awaited; results come back in request order, each op with its own
 // status. Members come from a static list or from etcd (watched in the background; the
 // data path never waits on etcd and keeps the last known list while it is unreachable).
@@ -40,6 +41,11 @@ struct PoolOptions {
   int failures_to_drop = 3;   // consecutive failures before a node leaves placement
   int retry_after_ms = 1000;  // a dropped node is probed again after this long
   int etcd_wait_ms = 2000;    // Create() waits this long for etcd's first answer
+  // Handoff: after the members change (a join, a leave, a drain, a node dropped or back),
+  // for this long a get or exists that misses at a block's owner asks the block's owner
+  // under the previous placements (up to 3), and a get found there is stored at its owner
+  // now. Erases and overwrites reach the previous owners too. 0: off.
+  int handoff_ms = 600'000;
 };
 
 struct PoolMemberStatus {
@@ -58,6 +64,9 @@ struct PoolStatus {
   bool membership_ok = true;  // etcd reachable (always true with a static list)
   std::string membership_error;
   uint64_t membership_version = 0;
+  // Handoff (PoolOptions::handoff_ms): blocks asked of a previous owner, found there, and
+  // stored again at their owner now.
+  uint64_t handoff_reads = 0, handoff_hits = 0, handoff_kept = 0;
   std::vector<PoolMemberStatus> members;
 };
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "kvpool/key.h"
 #include "kvpool/options.h"
@@ -118,6 +119,14 @@ class BlockView {
   uint32_t crc_ = 0;
 };
 
+// A block as ListBlocks reports it.
+struct HeldBlock {
+  BlockKey key;
+  uint32_t size = 0;
+  bool in_dram = false;  // else on flash only
+  uint8_t uses = 0;      // past uses the policy counts (0..3)
+};
+
 class Store {
  public:
   // Opens a store (allocates the arena, opens or creates the flash file).
@@ -168,6 +177,10 @@ class Store {
 
   // Erases every block (all namespaces). Views and reservations stay valid.
   virtual void Clear() = 0;
+
+  // The blocks held, hottest first: DRAM-resident before flash-only, more past uses first;
+  // at most `max`. A snapshot (for draining a node to its successors); counts no use.
+  virtual std::vector<HeldBlock> ListBlocks(size_t max) = 0;
 
   virtual StoreStats GetStats() const = 0;
 

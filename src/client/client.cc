@@ -89,7 +89,8 @@ class Client::Impl {
     setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     net::SetBufferSizes(fd_.get(), 4 << 20);
-    net::HelloRequest hello{o_.ns, o_.token, shm_ ? net::kHelloWantShm : 0u,
+    net::HelloRequest hello{o_.ns, o_.token,
+                            (shm_ ? net::kHelloWantShm : 0u) | (o_.peer ? net::kHelloPeer : 0u),
                             shm_ ? o_.shared_memory_bytes : 0};
     std::vector<std::byte> meta;
     net::AppendHello(meta, hello);
@@ -341,7 +342,8 @@ class Client::Impl {
 
   Status Deliver(Pending& p, const net::Header& h, const std::vector<std::byte>& meta) {
     size_t items = p.gets.size() + p.puts.size() + p.keys.size();
-    if (p.op != Op::kMatch && p.op != Op::kStat && p.op != Op::kPing &&
+    if (p.op != Op::kMatch && p.op != Op::kStat && p.op != Op::kPing && p.op != Op::kList &&
+        p.op != Op::kLeave &&
         meta.size() != items * net::kResponseItemBytes) {
       return Status::Unavailable("response item count does not match the request");
     }
@@ -383,8 +385,10 @@ class Client::Impl {
         *p.match += h.count;
         return Status::Ok();
       case Op::kStat:
-      case Op::kPing: {
-        if (h.data_len > (64u << 20)) return Status::Unavailable("oversized response");
+      case Op::kPing:
+      case Op::kList:
+      case Op::kLeave: {
+        if (h.data_len > (128u << 20)) return Status::Unavailable("oversized response");
         std::string t(h.data_len, '\0');
         if (Status s = ReadAll(t.data(), t.size()); !s.ok()) return s;
         if (p.text) *p.text = std::move(t);
@@ -669,6 +673,27 @@ Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain, Deadline dea
 }
 
 Result<std::string> Client::ServerStats() { return impl_->Text(Op::kStat, {}); }
+
+Result<std::vector<HeldBlock>> Client::ListBlocks(size_t max) {
+  uint64_t n = max;
+  auto r = impl_->Text(Op::kList, std::string_view(reinterpret_cast<const char*>(&n), sizeof n));
+  if (!r.ok()) return r.status();
+  if (r->size() % net::kListedBlockBytes != 0) return Status::Unavailable("malformed LIST answer");
+  std::vector<HeldBlock> out(r->size() / net::kListedBlockBytes);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char* p = r->data() + i * net::kListedBlockBytes;
+    uint32_t flags;
+    std::memcpy(&out[i].key.lo, p, 8);
+    std::memcpy(&out[i].key.hi, p + 8, 8);
+    std::memcpy(&out[i].size, p + 16, 4);
+    std::memcpy(&flags, p + 20, 4);
+    out[i].in_dram = flags & 1;
+    out[i].uses = static_cast<uint8_t>(flags >> 8);
+  }
+  return out;
+}
+
+Status Client::Leave() { return impl_->Text(Op::kLeave, {}).status(); }
 
 Status Client::Ping() {
   auto r = impl_->Text(Op::kPing, "ping");

@@ -1,12 +1,15 @@
-// PoolClient: placement, per-node fan-out and failure tracking over one Client per node.
+// PoolClient: placement, per-node fan-out and failure tracking over one Client per node,
+// and the handoff after a membership change (misses read through from previous owners).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
@@ -58,7 +61,7 @@ void ParseStats(const std::string& text, PoolMemberStatus* out) {
 class PoolClient::Impl {
  public:
   explicit Impl(const PoolOptions& o, std::unique_ptr<cluster::Membership> m)
-      : options_(o), membership_(std::move(m)) {
+      : options_(o), membership_(std::move(m)), ns_root_(NamespaceRoot(o.client.ns)) {
     prober_ = std::thread([this] { Probe(); });
   }
   ~Impl() {
@@ -118,15 +121,140 @@ class PoolClient::Impl {
   }
 
   void Rebuild() {
+    // The placement being replaced stays an era for handoff_ms: a miss at a block's new
+    // owner reads through from its owner in that era (ReadThrough).
+    if (!placement_.empty() && options_.handoff_ms > 0) {
+      eras_.push_front(Era{placement_, live_nodes_,
+                           Clock::now() + std::chrono::milliseconds(options_.handoff_ms)});
+      if (eras_.size() > kMaxEras) eras_.pop_back();
+    }
     live_.clear();
+    live_nodes_.clear();
     std::vector<Member> members;
     for (auto& [id, n] : nodes_) {
       if (n->dropped) continue;
       live_.push_back(n.get());
+      live_nodes_.push_back(n);
       members.push_back(n->member);
     }
     placement_ = cluster::Placement(members);
     placement_dirty_ = false;
+  }
+
+  // Placement hashes the key as the nodes store it (scoped by the namespace), so that a
+  // drain, which sees only stored keys, finds the same owners as the clients.
+  BlockKey Placed(const BlockKey& key) const {
+    return options_.client.peer ? key : PoolKey(ns_root_, key);
+  }
+  size_t OwnerIndex(const BlockKey& key) const {
+    return live_.size() == 1 ? 0 : placement_.Owner(Placed(key));
+  }
+
+  // After Dispatch: the ops a node answered "absent" (or that failed), asked of the
+  // owners they had before the last membership changes, newest first. Gets found there
+  // are also stored at their owner now (insert-only), so the next get hits there.
+  template <class OpT, class Submit>
+  void ReadThrough(std::span<OpT> ops, Submit submit, bool keep, Deadline deadline) {
+    auto now = Clock::now();
+    while (!eras_.empty() && eras_.back().until < now) eras_.pop_back();
+    if (eras_.empty() || live_.empty()) return;
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].status.code() == Code::kNotFound) missing.push_back(i);
+    }
+    std::vector<std::pair<size_t, Node*>> found;  // op index, owner now
+    for (const Era& era : eras_) {
+      if (missing.empty()) break;
+      std::map<Node*, std::vector<size_t>> by_prev;
+      for (size_t i : missing) {
+        Node* prev = era.live[era.placement.size() == 1 ? 0
+                                                         : era.placement.Owner(Placed(ops[i].key))]
+                         .get();
+        Node* cur = live_[OwnerIndex(ops[i].key)];
+        if (prev->member.id == cur->member.id) continue;
+        if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop))) {
+          continue;  // gone for good: asking would cost a timeout per batch
+        }
+        by_prev[prev].push_back(i);
+      }
+      std::vector<std::pair<Node*, std::vector<OpT>>> parts;
+      std::vector<Result<Client::Ticket>> tickets;
+      for (auto& [prev, idx] : by_prev) {
+        std::vector<OpT> part;
+        for (size_t i : idx) part.push_back(ops[i]);
+        parts.emplace_back(prev, std::move(part));
+      }
+      for (auto& [prev, part] : parts) tickets.push_back(submit(*prev->client, std::span<OpT>(part)));
+      std::vector<size_t> still;
+      size_t k = 0;
+      for (auto& [prev, idx] : by_prev) {
+        auto& part = parts[k].second;
+        Status st = tickets[k].ok() ? prev->client->Wait(*tickets[k], deadline) : tickets[k].status();
+        ++k;
+        if (st.ok()) {
+          Success(prev);
+        } else if (!(st.code() == Code::kTimeout && deadline.passed())) {
+          Failure(prev);
+        }
+        for (size_t j = 0; j < idx.size(); ++j) {
+          ++handoff_reads_;
+          if (st.ok() && part[j].status.ok()) {
+            ++handoff_hits_;
+            ops[idx[j]] = part[j];
+            found.emplace_back(idx[j], live_[OwnerIndex(ops[idx[j]].key)]);
+          }
+        }
+      }
+      for (size_t i : missing) {
+        if (!ops[i].status.ok()) still.push_back(i);
+      }
+      missing = std::move(still);
+    }
+    if (keep) KeepAtOwners(ops, found, deadline);
+  }
+
+  // Stores the blocks a read-through found at their owners now (insert-only).
+  template <class OpT>
+  void KeepAtOwners(std::span<OpT> ops, const std::vector<std::pair<size_t, Node*>>& found,
+                    Deadline deadline) {
+    if constexpr (std::is_same_v<OpT, GetOp>) {
+      std::map<Node*, std::vector<PutOp>> puts;
+      for (auto [i, owner] : found) {
+        puts[owner].push_back(PutOp{ops[i].key, std::span<const std::byte>(ops[i].buffer.data(),
+                                                                           ops[i].size),
+                                    {}, {}});
+      }
+      std::vector<std::pair<Node*, Result<Client::Ticket>>> tickets;
+      for (auto& [owner, part] : puts) {
+        tickets.emplace_back(owner, owner->client->SubmitPut(part, /*overwrite=*/false));
+      }
+      for (auto& [owner, t] : tickets) {
+        if (t.ok()) (void)owner->client->Wait(*t, deadline);
+      }
+      handoff_kept_ += found.size();
+    }
+  }
+
+  // An erase or overwrite also reaches the previous owners, so that a read-through can
+  // never bring back bytes the pool no longer holds for that key.
+  void ForgetPrevious(std::span<const BlockKey> keys, Deadline deadline) {
+    auto now = Clock::now();
+    while (!eras_.empty() && eras_.back().until < now) eras_.pop_back();
+    if (eras_.empty() || live_.empty()) return;
+    std::map<Node*, std::vector<KeyOp>> by_prev;
+    for (const Era& era : eras_) {
+      for (const BlockKey& key : keys) {
+        Node* prev =
+            era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(key))].get();
+        if (prev->member.id == live_[OwnerIndex(key)]->member.id) continue;
+        by_prev[prev].push_back(KeyOp{key, {}});
+      }
+    }
+    std::vector<std::pair<Node*, Result<Client::Ticket>>> tickets;
+    for (auto& [prev, part] : by_prev) tickets.emplace_back(prev, prev->client->SubmitErase(part));
+    for (auto& [prev, t] : tickets) {
+      if (t.ok()) (void)prev->client->Wait(*t, deadline);
+    }
   }
 
   void Success(Node* n) {
@@ -160,7 +288,7 @@ class PoolClient::Impl {
     std::vector<std::vector<OpT>> parts(nn);
     std::vector<std::vector<size_t>> where(nn);
     for (size_t i = 0; i < ops.size(); ++i) {
-      size_t o = nn == 1 ? 0 : placement_.Owner(ops[i].key);
+      size_t o = OwnerIndex(ops[i].key);
       parts[o].push_back(ops[i]);
       where[o].push_back(i);
     }
@@ -223,8 +351,21 @@ class PoolClient::Impl {
     }
   }
 
+  // A placement in force before a membership change, and the nodes it placed on (kept
+  // alive, with their connections, though they may have left).
+  struct Era {
+    cluster::Placement placement;
+    std::vector<std::shared_ptr<Node>> live;
+    Clock::time_point until;
+  };
+  static constexpr size_t kMaxEras = 3;
+
   PoolOptions options_;
   std::unique_ptr<cluster::Membership> membership_;
+  const BlockKey ns_root_;
+  std::vector<std::shared_ptr<Node>> live_nodes_;  // live_, owning
+  std::deque<Era> eras_;                            // newest first
+  uint64_t handoff_reads_ = 0, handoff_hits_ = 0, handoff_kept_ = 0;
   uint64_t version_ = 0;
   std::map<std::string, std::shared_ptr<Node>>
       nodes_;  // by id; guarded by probe_mu_ for the prober
@@ -260,15 +401,21 @@ PoolClient::PoolClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PoolClient::~PoolClient() = default;
 
 Status PoolClient::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
-  return impl_->Dispatch(
+  Status s = impl_->Dispatch(
       ops, [overwrite](Client& c, std::span<PutOp> part) { return c.SubmitPut(part, overwrite); },
       Code::kUnavailable, deadline);
+  if (overwrite) {
+    std::vector<BlockKey> keys;
+    for (const PutOp& op : ops) keys.push_back(op.key);
+    impl_->ForgetPrevious(keys, deadline);
+  }
+  return s;
 }
 
 Status PoolClient::GetBatch(std::span<GetOp> ops, Deadline deadline) {
-  Status s = impl_->Dispatch(
-      ops, [](Client& c, std::span<GetOp> part) { return c.SubmitGet(part); }, Code::kNotFound,
-      deadline);
+  auto submit = [](Client& c, std::span<GetOp> part) { return c.SubmitGet(part); };
+  Status s = impl_->Dispatch(ops, submit, Code::kNotFound, deadline);
+  if (s.ok()) impl_->ReadThrough(ops, submit, /*keep=*/true, deadline);
   for (GetOp& op : ops) {
     if (op.status.code() == Code::kNotFound) op.size = 0;
   }
@@ -276,15 +423,20 @@ Status PoolClient::GetBatch(std::span<GetOp> ops, Deadline deadline) {
 }
 
 Status PoolClient::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
-  return impl_->Dispatch(
-      ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitExists(part); }, Code::kNotFound,
-      deadline);
+  auto submit = [](Client& c, std::span<KeyOp> part) { return c.SubmitExists(part); };
+  Status s = impl_->Dispatch(ops, submit, Code::kNotFound, deadline);
+  if (s.ok()) impl_->ReadThrough(ops, submit, /*keep=*/false, deadline);
+  return s;
 }
 
 Status PoolClient::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
-  return impl_->Dispatch(
+  Status s = impl_->Dispatch(
       ops, [](Client& c, std::span<KeyOp> part) { return c.SubmitErase(part); }, Code::kUnavailable,
       deadline);
+  std::vector<BlockKey> keys;
+  for (const KeyOp& op : ops) keys.push_back(op.key);
+  impl_->ForgetPrevious(keys, deadline);
+  return s;
 }
 
 Result<size_t> PoolClient::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
@@ -331,7 +483,7 @@ Status PoolClient::Erase(const BlockKey& key) {
 std::string PoolClient::OwnerOf(const BlockKey& key) {
   impl_->Refresh();
   if (impl_->live_.empty()) return {};
-  return impl_->live_[impl_->placement_.Owner(key)]->member.id;
+  return impl_->live_[impl_->OwnerIndex(key)]->member.id;
 }
 
 PoolStatus PoolClient::GetStatus(bool query_nodes) {
@@ -341,6 +493,9 @@ PoolStatus PoolClient::GetStatus(bool query_nodes) {
   st.membership_ok = view.source_ok;
   st.membership_error = view.source_error;
   st.membership_version = view.version;
+  st.handoff_reads = impl_->handoff_reads_;
+  st.handoff_hits = impl_->handoff_hits_;
+  st.handoff_kept = impl_->handoff_kept_;
   for (auto& [id, n] : impl_->nodes_) {
     PoolMemberStatus m;
     m.id = n->member.id;

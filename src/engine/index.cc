@@ -115,6 +115,12 @@ size_t Index::Shard::EraseIf(size_t begin, size_t n,
   return erased;
 }
 
+void Index::Shard::ForEach(const std::function<void(const IndexEntry&)>& fn) const {
+  for (size_t i = 0; i < capacity_; ++i) {
+    if (!slots_[i].key.empty()) fn(slots_[i]);
+  }
+}
+
 uint64_t Index::Size() {
   uint64_t n = 0;
   for (auto& s : shards_) {

@@ -71,6 +71,8 @@ class Index {
     // Erases entries for which `stale` is true among slots [begin, begin + n); returns
     // how many were erased. REQUIRES: mu held.
     size_t EraseIf(size_t begin, size_t n, const std::function<bool(const IndexEntry&)>& stale);
+    // Calls fn for every entry. REQUIRES: mu held.
+    void ForEach(const std::function<void(const IndexEntry&)>& fn) const;
 
    private:
     friend class Index;

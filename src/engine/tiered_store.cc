@@ -566,6 +566,31 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
   return r;
 }
 
+std::vector<HeldBlock> TieredStore::ListBlocks(size_t max) {
+  std::vector<HeldBlock> out;
+  for (unsigned i = 0; i < index_.shard_count(); ++i) {
+    Index::Shard& shard = index_.shard(i);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.ForEach([&](const IndexEntry& e) {
+      bool dram = e.in_dram();
+      if (!dram && !FlashValidLocked(e)) return;  // a stale flash copy is not held
+      out.push_back(HeldBlock{e.key, e.size(), dram, e.uses()});
+    });
+  }
+  // Hottest first; the cut keeps the hottest `max`.
+  auto hotter = [](const HeldBlock& a, const HeldBlock& b) {
+    if (a.in_dram != b.in_dram) return a.in_dram;
+    return a.uses > b.uses;
+  };
+  if (out.size() > max) {
+    std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(max), out.end(),
+                     hotter);
+    out.resize(max);
+  }
+  std::stable_sort(out.begin(), out.end(), hotter);
+  return out;
+}
+
 bool TieredStore::HeldAlready(const BlockKey& key, size_t size) {
   // Answered before any DRAM is allocated: allocating first would evict other blocks to
   // make room for a copy that Publish then throws away (an engine re-putting the blocks

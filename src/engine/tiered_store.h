@@ -69,6 +69,7 @@ class TieredStore final : public Store {
   void Quiesce() override;
   void Clear() override;
   StoreStats GetStats() const override;
+  std::vector<HeldBlock> ListBlocks(size_t max) override;
   std::span<std::byte> DramMemory() const override { return dram_->memory(); }
 
   const char* dram_page_kind() const { return dram_->page_kind(); }

@@ -36,7 +36,7 @@ Code CodeFromWire(uint8_t b) {
 
 namespace {
 
-bool KnownOp(uint8_t op) { return op >= 1 && op <= static_cast<uint8_t>(Op::kPing); }
+bool KnownOp(uint8_t op) { return op >= 1 && op <= static_cast<uint8_t>(Op::kLeave); }
 
 }  // namespace
 
@@ -237,6 +237,9 @@ bool MetaSizeMatches(Op op, uint32_t count, uint32_t meta_len) {
     case Op::kStat:
     case Op::kPing:
       return true;
+    case Op::kList:
+    case Op::kLeave:
+      return meta_len == 0;
   }
   return false;
 }
@@ -270,6 +273,8 @@ Status ValidateRequest(std::span<const std::byte> frame, const Limits& limits,
       return Status::InvalidArgument(
           "PUT item lengths (values and token ids) do not add up to the frame's data");
     }
+  } else if (op == Op::kList) {
+    if (h.data_len != 8) return Status::InvalidArgument("LIST carries its u64 limit as data");
   } else if (op != Op::kPing && h.data_len != 0) {
     return Status::InvalidArgument("unexpected data in a request of this kind");
   }

@@ -33,6 +33,9 @@ enum class Op : uint8_t {
   kMatch = 6,   // meta: count x 16-byte key (a chain); response: header.count = prefix held
   kStat = 7,    // response data: the store's stats as text
   kPing = 8,    // response data: the request's data, echoed
+  // Peer connections only (HELLO with kHelloPeer):
+  kList = 9,   // data: u64 max; response data: count x ListedBlock, hottest first
+  kLeave = 10,  // the node leaves the pod's member list and keeps serving (drain)
 };
 
 // Whole-request status in a response header's `flags` (low 8 bits): a Code value.
@@ -97,6 +100,13 @@ struct ResponseItem {
 };
 
 inline constexpr uint32_t kHelloWantShm = 1;  // HelloRequest.flags: an fd rides along
+// HelloRequest.flags: a peer (another node, the drain tool): keys are the stored keys (no
+// namespace scoping) and kList/kLeave are allowed. Refused unless the token is the
+// cluster's peer token (or the node has no tenants).
+inline constexpr uint32_t kHelloPeer = 2;
+// One block of a kList answer: key (16), size (u32), flags (u32: bit 0 in DRAM, bits 8-15
+// past uses).
+inline constexpr size_t kListedBlockBytes = 24;
 // The first bytes of a shared-memory region are its control block: u64 at offset 0 is the
 // request id of the last response the server has handed to the socket (written after the
 // send), so a client may spin on memory instead of sleeping in recv. Values go after it.

@@ -262,6 +262,10 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"cluster.prefix",
        {Str([](DaemonConfig* c, std::string s) { c->cluster.prefix = s; }),
         "etcd key prefix of the pod's members (default /kvpool/members/)"}},
+      {"cluster.peer_token",
+       {Str([](DaemonConfig* c, std::string s) { c->server.peer_token = s; }),
+        "token of peer connections (kvpool cluster drain, other nodes), which address stored "
+        "keys in every namespace; needed on a node with tenants (default \"\": refused there)"}},
       {"cluster.member_id",
        {Str([](DaemonConfig* c, std::string s) { c->cluster.member_id = s; }),
         "stable member name placement hashes (default: the advertise address)"}},

@@ -128,12 +128,16 @@ void BlockRead::Run() {
 
 void Connection::StartRead(std::shared_ptr<BlockRead> read) {
   if (!read->on_flash()) return read->Finish(*this);
-  if (!reactor_) {  // no reactor to come back to: read here
-    read->Run();
-    return read->Finish(*this);
+  Offload(std::move(read));
+}
+
+void Connection::Offload(std::shared_ptr<OffloadJob> job) {
+  if (!reactor_) {  // no reactor to come back to: run here
+    job->Run();
+    return job->Finish(*this);
   }
   waiting_ = true;
-  reactor_->Offload(*this, std::move(read));
+  reactor_->Offload(*this, std::move(job));
 }
 
 }  // namespace kvpool::server

@@ -119,6 +119,8 @@ class Connection {
   // Answers `read` now if all its blocks are in DRAM; otherwise its flash reads run on an
   // I/O thread and the connection waits (no further requests) until FinishJob.
   void StartRead(std::shared_ptr<BlockRead> read);
+  // Runs `job` on an I/O thread (inline without a reactor); the connection waits for it.
+  void Offload(std::shared_ptr<OffloadJob> job);
 
   ReactorContext* reactor_ = nullptr;  // null: blocking work runs inline
   uint64_t id_ = 0;

@@ -63,6 +63,7 @@ Next NativeConnection::Drive() {
       state_ = State::kFrame;
       if (after_ == After::kPut) FinishPut();
       if (after_ == After::kPing) FinishPing();
+      if (after_ == After::kList) StartList();
       after_ = After::kNothing;
     } else {
       Parse p = ParseNext();
@@ -217,7 +218,62 @@ void NativeConnection::HandleFrame(std::span<const std::byte> meta) {
       ping_data_.resize(hdr_.data_len);
       targets_.assign(1, Target{ping_data_.data(), hdr_.data_len});
       return BeginData(After::kPing);
+    case Op::kList:
+    case Op::kLeave:
+      if (!peer_) {
+        ping_data_.resize(hdr_.data_len);  // skip the data; the connection stays usable
+        targets_.assign(1, Target{nullptr, hdr_.data_len});
+        ReplyError(Code::kRefused, "LIST and LEAVE are for peer connections", false);
+        return BeginData(After::kNothing);
+      }
+      if (op == Op::kLeave) return DoLeave();
+      ping_data_.resize(hdr_.data_len);
+      targets_.assign(1, Target{ping_data_.data(), hdr_.data_len});
+      return BeginData(After::kList);
   }
+}
+
+// The node's blocks, hottest first, listed on an I/O thread (a walk of the whole index).
+class ListJob final : public OffloadJob {
+ public:
+  ListJob(Store& store, size_t max) : store_(store), max_(max) {}
+  void Run() override { blocks_ = store_.ListBlocks(max_); }
+  void Finish(Connection& c) override { static_cast<NativeConnection&>(c).FinishList(blocks_); }
+
+ private:
+  Store& store_;
+  size_t max_;
+  std::vector<HeldBlock> blocks_;
+};
+
+void NativeConnection::StartList() {
+  uint64_t max = 0;
+  std::memcpy(&max, ping_data_.data(), sizeof max);
+  constexpr uint64_t kMaxListed = 4u << 20;  // 96 MiB of answer at most
+  Offload(std::make_shared<ListJob>(*server_.store(), std::min(max, kMaxListed)));
+}
+
+void NativeConnection::FinishList(const std::vector<HeldBlock>& blocks) {
+  size_t at = AppendResponse(out_bytes_, hdr_, static_cast<uint32_t>(blocks.size()), {},
+                             blocks.size() * net::kListedBlockBytes);
+  for (const HeldBlock& b : blocks) {
+    std::byte item[net::kListedBlockBytes];
+    uint32_t flags = (b.in_dram ? 1u : 0u) | (uint32_t{b.uses} << 8);
+    std::memcpy(item, &b.key.lo, 8);
+    std::memcpy(item + 8, &b.key.hi, 8);
+    std::memcpy(item + 16, &b.size, 4);
+    std::memcpy(item + 20, &flags, 4);
+    out_bytes_.insert(out_bytes_.end(), item, item + sizeof item);
+  }
+  QueueOwned(at, out_bytes_.size() - at);
+}
+
+void NativeConnection::DoLeave() {
+  const auto& leave = server_.options().on_leave;
+  if (!leave) return ReplyError(Code::kInvalidArgument, "this node is not in a pod", false);
+  if (Status s = leave(); !s.ok()) return ReplyError(s.code(), s.message(), false);
+  size_t at = AppendResponse(out_bytes_, hdr_, 0, {}, 0);
+  QueueOwned(at, out_bytes_.size() - at);
 }
 
 void NativeConnection::DoHello(std::span<const std::byte> meta) {
@@ -225,7 +281,18 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
   auto hello = net::DecodeHello(meta);
   if (!hello.ok()) return ReplyError(hello.status().code(), hello.status().message(), true);
   std::string tenant;
-  Status auth = server_.tenants()->Authorize(hello->token, hello->ns, &tenant);
+  std::shared_ptr<const Tenants> tenants = server_.tenants();
+  Status auth;
+  if (hello->flags & net::kHelloPeer) {
+    const std::string& peer_token = server_.options().peer_token;
+    if (!tenants->open() && (peer_token.empty() || !SameToken(peer_token, hello->token))) {
+      auth = Status::Refused("peer connections need the cluster's peer token");
+    }
+    tenant = "peer";
+    peer_ = auth.ok();
+  } else {
+    auth = tenants->Authorize(hello->token, hello->ns, &tenant);
+  }
   if (!auth.ok()) {
     ++counters_.auth_failures;
     return ReplyError(auth.code(), auth.message(), true);
@@ -260,7 +327,7 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     ::close(passed_fd_);
     passed_fd_ = -1;
   }
-  scope_ = Scope(hello->ns);
+  scope_ = peer_ ? Scope::Raw() : Scope(hello->ns);
   hello_done_ = true;
   std::vector<std::byte> m;
   net::AppendLimits(m, limits);

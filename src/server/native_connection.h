@@ -34,7 +34,7 @@ class NativeConnection final : public Connection {
   enum class State { kFrame, kData, kClosing };
   enum class Parse { kNeedMore, kReady, kBad };
   enum class Io { kDone, kBlocked, kFailed };
-  enum class After { kNothing, kPut, kPing };
+  enum class After { kNothing, kPut, kPing, kList };
   struct Target {
     std::byte* dst;  // null: discard
     size_t len;
@@ -69,6 +69,13 @@ class NativeConnection final : public Connection {
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
   void FinishPing();
+  void StartList();
+  void DoLeave();
+
+ public:
+  void FinishList(const std::vector<HeldBlock>& blocks);
+
+ private:
 
   const bool unix_socket_;
   std::vector<std::byte> in_;
@@ -76,6 +83,7 @@ class NativeConnection final : public Connection {
   State state_ = State::kFrame;
   net::Header hdr_;
   bool hello_done_ = false;
+  bool peer_ = false;  // HELLO with kHelloPeer: stored keys, LIST and LEAVE
   Scope scope_;
   int passed_fd_ = -1;
   std::byte* shm_ = nullptr;

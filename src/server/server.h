@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,12 @@ struct ServerOptions {
   // loads to come, and the longest a lease may ask for.
   uint64_t max_lease_bytes = 256ull << 20;
   uint32_t max_lease_ms = 60'000;
+  // Peer connections (HELLO with kHelloPeer: the drain tool, other nodes) address stored
+  // keys directly; on a node with tenants they need this token ("": refused).
+  std::string peer_token;
+  // A peer's LEAVE: take this node out of the pod's member list, keep serving. Unset: the
+  // node is not in a pod (LEAVE answers kInvalidArgument).
+  std::function<Status()> on_leave;
 };
 
 // Counters summed over reactors (each reactor writes only its own).

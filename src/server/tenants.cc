@@ -10,14 +10,14 @@ bool Matches(std::string_view pattern, std::string_view ns) {
   return pattern == ns;
 }
 
+}  // namespace
+
 bool SameToken(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;  // no early exit: timing does not tell how much matched
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
-
-}  // namespace
 
 Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant) const {
   if (tenant) tenant->clear();
@@ -34,6 +34,6 @@ Status Tenants::Authorize(std::string_view token, std::string_view ns, std::stri
   return Status::Refused("unknown access token");
 }
 
-BlockKey Scope::Key(const BlockKey& k) const { return PoolKey(root_, k); }
+BlockKey Scope::Key(const BlockKey& k) const { return raw_ ? k : PoolKey(root_, k); }
 
 }  // namespace kvpool::server

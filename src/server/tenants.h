@@ -42,11 +42,21 @@ class Scope {
  public:
   Scope() = default;
   explicit Scope(std::string_view ns) : root_(NamespaceRoot(ns)) {}
+  // A peer's scope: its keys are already stored keys (a drain copying blocks between nodes).
+  static Scope Raw() {
+    Scope s;
+    s.raw_ = true;
+    return s;
+  }
   BlockKey Key(const BlockKey& client_key) const;  // the empty key stays empty
 
  private:
   BlockKey root_;
+  bool raw_ = false;
 };
+
+// Constant-time comparison of two tokens (timing does not tell how much matched).
+bool SameToken(std::string_view a, std::string_view b);
 
 }  // namespace kvpool::server
 
