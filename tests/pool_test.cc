@@ -528,10 +528,38 @@ TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
   EXPECT_EQ(st.handoff_hits, st.handoff_kept);
   EXPECT_GT(st.handoff_hits, kBlocks / 10);
 
+  // Nothing stale comes back through the handoff: a block erased, or overwritten, after
+  // the join is gone (or new) everywhere, though its previous owner held it.
+  PoolClient& hc = **with;
+  std::vector<BlockKey> moved;
+  for (size_t i = 0; i < kBlocks && moved.size() < 2; ++i) {
+    if ((*plain)->OwnerOf(key(i)) == "n3") moved.push_back(key(i));
+  }
+  ASSERT_EQ(moved.size(), 2u);
+  std::vector<std::byte> buf(kValue);
+  ASSERT_TRUE(hc.Erase(moved[0]).ok());
+  EXPECT_EQ(hc.Get(moved[0], buf).status().code(), Code::kNotFound);
+  auto fresh_value = Value(BlockKey{1, 2}, kValue);
+  ASSERT_TRUE(hc.Put(moved[1], fresh_value, PutOptions{{}, /*overwrite=*/true}).ok());
+  ASSERT_TRUE(hc.Erase(moved[1]).ok());
+  EXPECT_EQ(hc.Get(moved[1], buf).status().code(), Code::kNotFound);
+  ASSERT_TRUE(hc.Put(moved[1], fresh_value, PutOptions{{}, /*overwrite=*/true}).ok());
+  ASSERT_TRUE(hc.Get(moved[1], buf).ok());
+  EXPECT_EQ(buf, fresh_value);
+  for (const BlockKey& k : moved) {  // back as they were, for the drain below
+    ASSERT_TRUE(hc.Put(k, Value(k, kValue), PutOptions{{}, /*overwrite=*/true}).ok());
+  }
+
   // Drain n1, then stop it; a client that never saw n1 finds the working set.
   std::string out;
+  auto drain_t0 = Clock::now();
   int rc = testing::RunKvpoolCli("cluster drain n1 --etcd " + etcd.endpoint(), &out);
   EXPECT_EQ(rc, 0) << out;
+  std::string drain_out = out.substr(out.rfind("drained")) + "drain took " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             Clock::now() - drain_t0)
+                                             .count()) +
+                          " ms\n";
   EXPECT_NE(out.find("drained n1"), std::string::npos) << out;
   EXPECT_NE(nodes_[1]->output().find("left the pod's member list (drain)"), std::string::npos);
   EXPECT_EQ(nodes_[1]->Stop(), 0);
@@ -543,8 +571,10 @@ TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
   EXPECT_EQ((*fresh)->GetStatus(false).handoff_reads, 0u);
   EXPECT_EQ(wrong, 0u);
   std::printf("handoff: working set %zu blocks; hit ratio before %.3f, after a join %.3f "
-              "(without handoff %.3f), again %.3f; after a drain %.3f (%.2fx of before)\n",
-              kBlocks, before, join, join_plain, again, drained, drained / before);
+              "(without handoff %.3f; %llu found at previous owners), again %.3f; after a "
+              "drain %.3f (%.2fx of before)\n%s",
+              kBlocks, before, join, join_plain, (unsigned long long)st.handoff_hits, again,
+              drained, drained / before, drain_out.c_str());
   // Draining again, or a node that is not there: clear errors.
   EXPECT_EQ(testing::RunKvpoolCli("cluster drain n9 --etcd " + etcd.endpoint(), &out), 2);
   EXPECT_NE(out.find("no member 'n9'"), std::string::npos) << out;

@@ -523,6 +523,56 @@ TEST_F(ServerTest, TokensAndNamespacesIsolateTenants) {
   EXPECT_TRUE(raw.Closed());
 }
 
+// Peer connections (the drain tool): stored keys, LIST hottest first, LEAVE; refused
+// without the cluster's peer token on a node with tenants, and LIST/LEAVE refused to
+// ordinary clients.
+TEST_F(ServerTest, PeerConnectionsListBlocksAndNeedThePeerToken) {
+  std::string config = dir_ + "/kvpoold.toml";
+  std::ofstream(config) << "[cluster]\npeer_token = \"pod-secret\"\n\n"
+                           "[[tenant]]\nname = \"a\"\ntoken = \"alpha\"\nnamespaces = [\"a\"]\n";
+  StartOrDie({"--config", config});
+  auto a = Connect(daemon_->tcp_address(), "a", "alpha");
+  for (uint64_t i = 1; i <= 20; ++i) {
+    BlockKey k{5, i};
+    ASSERT_TRUE(a->Put(k, Value(k, 1000 + i)).ok());
+  }
+  std::vector<std::byte> buf(4096);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(a->Get(BlockKey{5, 7}, buf).ok());  // the hottest
+  EXPECT_EQ(a->ListBlocks(10).status().code(), Code::kRefused);
+  EXPECT_EQ(a->Leave().code(), Code::kRefused);
+  EXPECT_TRUE(a->Get(BlockKey{5, 7}, buf).ok());  // the refusal left the connection usable
+
+  auto peer = [&](const std::string& token) {
+    ClientOptions o;
+    o.address = daemon_->tcp_address();
+    o.peer = true;
+    o.token = token;
+    return std::move(Client::Create(o)).value();
+  };
+  EXPECT_EQ(peer("")->ListBlocks(10).status().code(), Code::kRefused);
+  EXPECT_EQ(peer("alpha")->ListBlocks(10).status().code(), Code::kRefused);  // a tenant's
+  auto p = peer("pod-secret");
+  auto all = p->ListBlocks(100);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 20u);
+  // The peer sees stored keys: the one used most comes first, and reads back as a's block.
+  BlockKey hottest = PoolKey(NamespaceRoot("a"), BlockKey{5, 7});
+  EXPECT_EQ((*all)[0].key, hottest);
+  EXPECT_TRUE((*all)[0].in_dram);
+  EXPECT_EQ((*all)[0].size, 1007u);
+  auto got = p->Get(hottest, buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::vector<std::byte>(buf.begin(), buf.begin() + *got), Value(BlockKey{5, 7}, 1007));
+  EXPECT_EQ(p->ListBlocks(5)->size(), 5u);
+  // A peer put under a stored key is the tenant's block.
+  BlockKey k{5, 99};
+  ASSERT_TRUE(p->Put(PoolKey(NamespaceRoot("a"), k), Value(k, 333)).ok());
+  got = a->Get(k, buf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 333u);
+  EXPECT_EQ(p->Leave().code(), Code::kInvalidArgument);  // not in a pod
+}
+
 TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {
   StartOrDie();
   std::string out;

@@ -95,6 +95,8 @@ class DramTier {
     records_[id].freq.store(std::min(uses, kMaxUses), std::memory_order_relaxed);
   }
   uint8_t Uses(uint32_t id) const { return records_[id].freq.load(std::memory_order_relaxed); }
+  // The eviction priority of a record now (lowest goes first): for listing hottest first.
+  uint64_t Priority(uint32_t id) const { return KeyOf(records_[id]); }
 
   // Enter the probation queue, or main directly (ghost hit, promotion from flash), with
   // recency now.

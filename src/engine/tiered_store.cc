@@ -567,27 +567,36 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
 }
 
 std::vector<HeldBlock> TieredStore::ListBlocks(size_t max) {
-  std::vector<HeldBlock> out;
+  struct Ranked {
+    uint64_t priority;  // DRAM: the eviction priority (higher: kept longer); flash: uses
+    HeldBlock block;
+  };
+  std::vector<Ranked> all;
   for (unsigned i = 0; i < index_.shard_count(); ++i) {
     Index::Shard& shard = index_.shard(i);
     std::lock_guard<std::mutex> lock(shard.mu);
     shard.ForEach([&](const IndexEntry& e) {
-      bool dram = e.in_dram();
-      if (!dram && !FlashValidLocked(e)) return;  // a stale flash copy is not held
-      out.push_back(HeldBlock{e.key, e.size(), dram, e.uses()});
+      if (e.in_dram()) {
+        all.push_back({dram_->Priority(e.aux), {e.key, e.size(), true, dram_->Uses(e.aux)}});
+      } else if (FlashValidLocked(e)) {  // a stale flash copy is not held
+        all.push_back({e.uses(), {e.key, e.size(), false, e.uses()}});
+      }
     });
   }
-  // Hottest first; the cut keeps the hottest `max`.
-  auto hotter = [](const HeldBlock& a, const HeldBlock& b) {
-    if (a.in_dram != b.in_dram) return a.in_dram;
-    return a.uses > b.uses;
+  // Hottest first: DRAM before flash, then by priority; the cut keeps the hottest `max`.
+  auto hotter = [](const Ranked& a, const Ranked& b) {
+    if (a.block.in_dram != b.block.in_dram) return a.block.in_dram;
+    return a.priority > b.priority;
   };
-  if (out.size() > max) {
-    std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(max), out.end(),
+  if (all.size() > max) {
+    std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(max), all.end(),
                      hotter);
-    out.resize(max);
+    all.resize(max);
   }
-  std::stable_sort(out.begin(), out.end(), hotter);
+  std::sort(all.begin(), all.end(), hotter);
+  std::vector<HeldBlock> out;
+  out.reserve(all.size());
+  for (const Ranked& r : all) out.push_back(r.block);
   return out;
 }
 
