@@ -43,7 +43,8 @@ fuzz request 30 fuzz/request_fuzz.cc src/net/protocol.cc src/common/crc32c.cc \
   src/common/status.cc src/common/key.cc
 fuzz resp 20 fuzz/resp_fuzz.cc src/server/resp_parser.cc
 fuzz flash_summary 15 fuzz/flash_summary_fuzz.cc src/engine/flash_summary.cc src/common/crc32c.cc
-fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/common/status.cc
+fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/common/status.cc \
+  src/common/log.cc
 fuzz cluster 20 fuzz/cluster_fuzz.cc src/cluster/http.cc src/cluster/member.cc src/common/base64.cc \
   src/common/units.cc src/common/status.cc src/net/socket.cc
 
