@@ -555,11 +555,11 @@ TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
   auto drain_t0 = Clock::now();
   int rc = testing::RunKvpoolCli("cluster drain n1 --etcd " + etcd.endpoint(), &out);
   EXPECT_EQ(rc, 0) << out;
-  std::string drain_out = out.substr(out.rfind("drained")) + "drain took " +
-                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             Clock::now() - drain_t0)
-                                             .count()) +
-                          " ms\n";
+  std::string drain_out =
+      out.substr(out.rfind("drained")) + "drain took " +
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - drain_t0).count()) +
+      " ms\n";
   EXPECT_NE(out.find("drained n1"), std::string::npos) << out;
   EXPECT_NE(nodes_[1]->output().find("left the pod's member list (drain)"), std::string::npos);
   EXPECT_EQ(nodes_[1]->Stop(), 0);
@@ -570,11 +570,12 @@ TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
   EXPECT_GE(drained / before, 0.90);
   EXPECT_EQ((*fresh)->GetStatus(false).handoff_reads, 0u);
   EXPECT_EQ(wrong, 0u);
-  std::printf("handoff: working set %zu blocks; hit ratio before %.3f, after a join %.3f "
-              "(without handoff %.3f; %llu found at previous owners), again %.3f; after a "
-              "drain %.3f (%.2fx of before)\n%s",
-              kBlocks, before, join, join_plain, (unsigned long long)st.handoff_hits, again,
-              drained, drained / before, drain_out.c_str());
+  std::printf(
+      "handoff: working set %zu blocks; hit ratio before %.3f, after a join %.3f "
+      "(without handoff %.3f; %llu found at previous owners), again %.3f; after a "
+      "drain %.3f (%.2fx of before)\n%s",
+      kBlocks, before, join, join_plain, (unsigned long long)st.handoff_hits, again, drained,
+      drained / before, drain_out.c_str());
   // Draining again, or a node that is not there: clear errors.
   EXPECT_EQ(testing::RunKvpoolCli("cluster drain n9 --etcd " + etcd.endpoint(), &out), 2);
   EXPECT_NE(out.find("no member 'n9'"), std::string::npos) << out;

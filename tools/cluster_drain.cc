@@ -135,8 +135,8 @@ int DrainCommand(int argc, char** argv) {
         continue;
       }
       size_t o = placement.size() == 1 ? 0 : placement.Owner(gets[i].key);
-      puts[o].push_back(PutOp{gets[i].key, std::span<const std::byte>(bufs[i].data(), gets[i].size),
-                              {}, {}});
+      puts[o].push_back(
+          PutOp{gets[i].key, std::span<const std::byte>(bufs[i].data(), gets[i].size), {}, {}});
     }
     for (auto& [o, part] : puts) {
       (void)owners[o]->PutBatch(part, /*overwrite=*/false);
@@ -152,16 +152,18 @@ int DrainCommand(int argc, char** argv) {
       }
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "\r%zu/%zu blocks: %llu moved (%s), %llu already there, %llu gone, %llu failed, %.1f s",
-                 at + n, blocks->size(), (unsigned long long)moved, FormatSize(bytes).c_str(),
-                 (unsigned long long)there, (unsigned long long)gone, (unsigned long long)failed,
-                 secs);
+    std::fprintf(
+        stderr,
+        "\r%zu/%zu blocks: %llu moved (%s), %llu already there, %llu gone, %llu failed, %.1f s",
+        at + n, blocks->size(), (unsigned long long)moved, FormatSize(bytes).c_str(),
+        (unsigned long long)there, (unsigned long long)gone, (unsigned long long)failed, secs);
   }
   std::fprintf(stderr, "\n");
-  std::printf("drained %s: %zu blocks listed, %llu moved (%s), %llu already at their owner, %llu "
-              "gone before they were read, %llu failed; it has left the pod and can be stopped\n",
-              node.c_str(), blocks->size(), (unsigned long long)moved, FormatSize(bytes).c_str(),
-              (unsigned long long)there, (unsigned long long)gone, (unsigned long long)failed);
+  std::printf(
+      "drained %s: %zu blocks listed, %llu moved (%s), %llu already at their owner, %llu "
+      "gone before they were read, %llu failed; it has left the pod and can be stopped\n",
+      node.c_str(), blocks->size(), (unsigned long long)moved, FormatSize(bytes).c_str(),
+      (unsigned long long)there, (unsigned long long)gone, (unsigned long long)failed);
   return failed ? 1 : 0;
 }
 

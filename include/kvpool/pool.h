@@ -3,10 +3,11 @@
 // A PoolClient places each block by weighted rendezvous hashing over the live members
 // (weight = advertised capacity; docs/DEPLOY.md has the rule) of the block's stored key
 // (the key scoped by the namespace, as the nodes hold it), so the owner is computed
-// locally with no lookup round trip, and a drain that sees only stored keys agrees. Batches are split per node and sent to all nodes
-// before any answer is awaited; results come back in request order, each op with its own
-// status. Members come from a static list or from etcd (watched in the background; the
-// data path never waits on etcd and keeps the last known list while it is unreachable).
+// locally with no lookup round trip, and a drain that sees only stored keys agrees. Batches are
+// split per node and sent to all nodes before any answer is awaited; results come back in request
+// order, each op with its own status. Members come from a static list or from etcd (watched in the
+// background; the data path never waits on etcd and keeps the last known list while it is
+// unreachable).
 //
 // Failures (KV cache is ephemeral: a lost node is lost blocks, never errors): a get or
 // exists of a block whose node does not answer within node_timeout_ms is a miss

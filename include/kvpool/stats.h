@@ -24,12 +24,12 @@ struct LatencySummary {
 
 struct TierStats {
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;  // bytes held (DRAM: allocated pages; flash: live log span)
-  uint64_t blocks = 0;      // blocks with a copy in this tier
-  uint64_t hits = 0;        // gets served from this tier
-  uint64_t evictions = 0;   // DRAM: blocks dropped or demoted; flash: regions evicted
-  uint64_t bytes_written = 0;
-  uint64_t bytes_read = 0;
+  uint64_t used_bytes = 0;     // bytes held (DRAM: allocated pages; flash: live log span)
+  uint64_t blocks = 0;         // blocks with a copy in this tier
+  uint64_t hits = 0;           // gets served from this tier
+  uint64_t evictions = 0;      // DRAM: blocks dropped or demoted; flash: regions evicted
+  uint64_t bytes_written = 0;  // DRAM: bytes of blocks put; flash: bytes written to the device
+  uint64_t bytes_read = 0;     // DRAM: bytes of the hits served; flash: bytes read from the device
 };
 
 struct StoreStats {

@@ -343,8 +343,7 @@ class Client::Impl {
   Status Deliver(Pending& p, const net::Header& h, const std::vector<std::byte>& meta) {
     size_t items = p.gets.size() + p.puts.size() + p.keys.size();
     if (p.op != Op::kMatch && p.op != Op::kStat && p.op != Op::kPing && p.op != Op::kList &&
-        p.op != Op::kLeave &&
-        meta.size() != items * net::kResponseItemBytes) {
+        p.op != Op::kLeave && meta.size() != items * net::kResponseItemBytes) {
       return Status::Unavailable("response item count does not match the request");
     }
     auto item = [&](size_t i) { return net::DecodeResponseItem(meta.data() + i * 16); };

@@ -167,9 +167,8 @@ class PoolClient::Impl {
       if (missing.empty()) break;
       std::map<Node*, std::vector<size_t>> by_prev;
       for (size_t i : missing) {
-        Node* prev = era.live[era.placement.size() == 1 ? 0
-                                                         : era.placement.Owner(Placed(ops[i].key))]
-                         .get();
+        Node* prev =
+            era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(ops[i].key))].get();
         Node* cur = live_[OwnerIndex(ops[i].key)];
         if (prev->member.id == cur->member.id) continue;
         if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop))) {
@@ -184,12 +183,14 @@ class PoolClient::Impl {
         for (size_t i : idx) part.push_back(ops[i]);
         parts.emplace_back(prev, std::move(part));
       }
-      for (auto& [prev, part] : parts) tickets.push_back(submit(*prev->client, std::span<OpT>(part)));
+      for (auto& [prev, part] : parts)
+        tickets.push_back(submit(*prev->client, std::span<OpT>(part)));
       std::vector<size_t> still;
       size_t k = 0;
       for (auto& [prev, idx] : by_prev) {
         auto& part = parts[k].second;
-        Status st = tickets[k].ok() ? prev->client->Wait(*tickets[k], deadline) : tickets[k].status();
+        Status st =
+            tickets[k].ok() ? prev->client->Wait(*tickets[k], deadline) : tickets[k].status();
         ++k;
         if (st.ok()) {
           Success(prev);
@@ -220,9 +221,8 @@ class PoolClient::Impl {
     if constexpr (std::is_same_v<OpT, GetOp>) {
       std::map<Node*, std::vector<PutOp>> puts;
       for (auto [i, owner] : found) {
-        puts[owner].push_back(PutOp{ops[i].key, std::span<const std::byte>(ops[i].buffer.data(),
-                                                                           ops[i].size),
-                                    {}, {}});
+        puts[owner].push_back(PutOp{
+            ops[i].key, std::span<const std::byte>(ops[i].buffer.data(), ops[i].size), {}, {}});
       }
       std::vector<std::pair<Node*, Result<Client::Ticket>>> tickets;
       for (auto& [owner, part] : puts) {
@@ -364,7 +364,7 @@ class PoolClient::Impl {
   std::unique_ptr<cluster::Membership> membership_;
   const BlockKey ns_root_;
   std::vector<std::shared_ptr<Node>> live_nodes_;  // live_, owning
-  std::deque<Era> eras_;                            // newest first
+  std::deque<Era> eras_;                           // newest first
   uint64_t handoff_reads_ = 0, handoff_hits_ = 0, handoff_kept_ = 0;
   uint64_t version_ = 0;
   std::map<std::string, std::shared_ptr<Node>>

@@ -518,6 +518,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   if (replaced_flash) flash_->Persist();
   PlaceBehindParent(id, options.parent);
   c_.puts.fetch_add(1, std::memory_order_relaxed);
+  c_.dram_bytes_in.fetch_add(r.size, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -782,6 +783,7 @@ BlockView TieredStore::PinResident(const BlockKey& key, size_t* flash_size) {
   if (view.owner_) {
     c_.gets.fetch_add(1, std::memory_order_relaxed);
     c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+    c_.dram_bytes_out.fetch_add(view.data_.size(), std::memory_order_relaxed);
     dram_->Touch(view.record_);
     get_dram_hist_.Record(NowNanos() - t0);
     Observe(key, static_cast<uint32_t>(view.data_.size()), false);
@@ -931,6 +933,7 @@ void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
     Observe(op.key, static_cast<uint32_t>(op.size), false);
     op.status = Status::Ok();
     c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+    c_.dram_bytes_out.fetch_add(op.size, std::memory_order_relaxed);
     get_dram_hist_.Record(NowNanos() - t0);
   }
   if (!flash_reads.empty()) ReadFromFlash(flash_reads, /*copy_out=*/true, attempt);
@@ -1123,6 +1126,8 @@ StoreStats TieredStore::GetStats() const {
   s.dram.blocks = dram_->blocks();
   s.dram.hits = ld(c_.dram_hits);
   s.dram.evictions = ld(c_.dram_evictions);
+  s.dram.bytes_written = ld(c_.dram_bytes_in);
+  s.dram.bytes_read = ld(c_.dram_bytes_out);
   if (flash_) {
     s.flash.capacity_bytes = flash_->capacity_bytes();
     s.flash.used_bytes = flash_->used_bytes();

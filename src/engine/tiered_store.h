@@ -81,9 +81,10 @@ class TieredStore final : public Store {
  private:
   struct Counters {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
-        dram_hits{0}, flash_hits{0}, dram_evictions{0}, demotions{0}, promotions{0},
-        admission_drops{0}, budget_drops{0}, prefetch_requests{0}, prefetched{0}, crc_failures{0},
-        io_errors{0}, stale_races{0}, compacted{0}, restored{0}, regions_dropped{0};
+        dram_hits{0}, flash_hits{0}, dram_bytes_in{0}, dram_bytes_out{0}, dram_evictions{0},
+        demotions{0}, promotions{0}, admission_drops{0}, budget_drops{0}, prefetch_requests{0},
+        prefetched{0}, crc_failures{0}, io_errors{0}, stale_races{0}, compacted{0}, restored{0},
+        regions_dropped{0};
   };
   struct FlashRead;
 

@@ -34,7 +34,7 @@ enum class Op : uint8_t {
   kStat = 7,    // response data: the store's stats as text
   kPing = 8,    // response data: the request's data, echoed
   // Peer connections only (HELLO with kHelloPeer):
-  kList = 9,   // data: u64 max; response data: count x ListedBlock, hottest first
+  kList = 9,    // data: u64 max; response data: count x ListedBlock, hottest first
   kLeave = 10,  // the node leaves the pod's member list and keeps serving (drain)
 };
 

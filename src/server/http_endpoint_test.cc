@@ -91,6 +91,8 @@ TEST(Metrics, RenderMatchesTheStoresCounters) {
   EXPECT_EQ(m["kvpool_misses_total"], 10);
   EXPECT_EQ(m["kvpool_hits_total{tier=\"dram\"}"], 30);
   EXPECT_EQ(m["kvpool_blocks{tier=\"dram\"}"], 30);
+  EXPECT_EQ(m["kvpool_tier_in_bytes_total{tier=\"dram\"}"], 30 * 4096);
+  EXPECT_EQ(m["kvpool_tier_out_bytes_total{tier=\"dram\"}"], 30 * 4096);
   EXPECT_EQ(m["kvpool_connections"], 3);
   EXPECT_EQ(m["kvpool_network_bytes_total{direction=\"in\"}"], 1234);
   // Histogram: cumulative buckets, +Inf equals the count.

@@ -131,6 +131,14 @@ std::string RenderMetrics(const NodeStats& node) {
         "Blocks leaving DRAM that flash admission refused.", D(s.admission_drops));
   w.One("kvpool_write_budget_drops_total", "counter",
         "Of those, refused by the flash write budget.", D(s.budget_drops));
+  w.Family("kvpool_tier_in_bytes_total", "counter",
+           "Bytes into a tier (DRAM: blocks put; flash: written to the device).");
+  w.Sample("kvpool_tier_in_bytes_total", "tier=\"dram\"", D(s.dram.bytes_written));
+  w.Sample("kvpool_tier_in_bytes_total", "tier=\"flash\"", D(s.flash.bytes_written));
+  w.Family("kvpool_tier_out_bytes_total", "counter",
+           "Bytes out of a tier (DRAM: hits served; flash: read from the device).");
+  w.Sample("kvpool_tier_out_bytes_total", "tier=\"dram\"", D(s.dram.bytes_read));
+  w.Sample("kvpool_tier_out_bytes_total", "tier=\"flash\"", D(s.flash.bytes_read));
   w.One("kvpool_flash_written_bytes_total", "counter",
         "Bytes written to flash (endurance: compare with the drive's rating).",
         D(s.flash.bytes_written));

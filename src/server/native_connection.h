@@ -76,7 +76,6 @@ class NativeConnection final : public Connection {
   void FinishList(const std::vector<HeldBlock>& blocks);
 
  private:
-
   const bool unix_socket_;
   std::vector<std::byte> in_;
   size_t in_start_ = 0, in_end_ = 0;
