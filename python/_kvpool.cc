@@ -510,18 +510,19 @@ PYBIND11_MODULE(_kvpool, m) {
 
   py::class_<PoolFace> pool(m, "Pool", "The pod pool: many kvpoold nodes as one store.");
   pool.def(py::init([](const std::string& members, const std::string& etcd, const std::string& ns,
-                       int node_timeout_ms) {
+                       int node_timeout_ms, const std::string& token) {
              PoolOptions o;
              o.members = members;
              o.etcd = etcd;
              o.client.ns = ns;
+             o.client.token = token;
              o.node_timeout_ms = node_timeout_ms;
              auto c = PoolClient::Create(o);
              Check(c.status());
              return PoolFace{std::move(c).value()};
            }),
            py::arg("members") = "", py::arg("etcd") = "", py::arg("namespace") = "default",
-           py::arg("node_timeout_ms") = 300)
+           py::arg("node_timeout_ms") = 300, py::arg("token") = "")
       .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); })
       .def(
           "match_prefix",

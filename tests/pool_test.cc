@@ -599,6 +599,12 @@ TEST_F(PoolTest, ClusterStatusCommand) {
   EXPECT_NE(out.find("live"), std::string::npos) << out;
   EXPECT_EQ(run("--members nonsense", &out), 2) << out;
   EXPECT_NE(out.find("host:port"), std::string::npos) << out;
+  // What a script must not read as healthy: a member missing, etcd unreachable.
+  EXPECT_EQ(run("--members '" + live + "' --expect-members 1", &out), 0) << out;
+  EXPECT_EQ(run("--members '" + live + "' --expect-members 2", &out), 1) << out;
+  EXPECT_NE(out.find("1 members listed, 2 expected"), std::string::npos) << out;
+  EXPECT_EQ(run("--etcd 127.0.0.1:1", &out), 1) << out;
+  EXPECT_NE(out.find("UNREACHABLE"), std::string::npos) << out;
 }
 
 TEST(PoolOptionsTest, BadOptionsAreClearErrors) {

@@ -7,7 +7,9 @@ usage: python_test.py BUILD_DIR      (uses BUILD_DIR/python and BUILD_DIR/kvpool
 import os
 import struct
 import subprocess
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -50,8 +52,8 @@ def ref_chain(parent, tokens, block):
     return keys
 
 
-def Daemon():
-    return Kvpoold(os.path.join(BUILD, "kvpoold"), resp=False)
+def Daemon(extra=()):
+    return Kvpoold(os.path.join(BUILD, "kvpoold"), extra=extra, resp=False)
 
 class Keys(unittest.TestCase):
     def test_chain_keys_match_an_independent_implementation(self):
@@ -179,6 +181,23 @@ class AgainstKvpoold(KvpooldTestCase):
         self.assertEqual(p.put("a", b"1"), "OK")
         self.assertEqual(p.get("a"), b"1")
         self.assertEqual(p.owner_of("a"), "only")
+
+    def test_pool_with_a_tenant_token(self):
+        d = tempfile.mkdtemp(prefix="kvpool-pool-token-")
+        conf = os.path.join(d, "k.toml")
+        with open(conf, "w") as f:
+            f.write('[[tenant]]\nname = "t"\ntoken = "tok"\nnamespaces = ["tn"]\n')
+        node = Daemon(["--config", conf])
+        try:
+            ok = kvpool.Pool(members=node.address, namespace="tn", token="tok")
+            self.assertEqual(ok.put("a", b"1"), "OK")
+            self.assertEqual(ok.get("a"), b"1")
+            wrong = kvpool.Pool(members=node.address, namespace="tn", token="nope")
+            self.assertNotEqual(wrong.put("b", b"2"), "OK")
+            self.assertIsNone(wrong.get("a"))
+        finally:
+            node.stop()
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_pool_match_prefix_spans_nodes(self):
         other = Daemon()

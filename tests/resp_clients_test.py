@@ -7,6 +7,7 @@ usage: resp_clients_test.py PATH/TO/kvpoold
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,71 @@ class RespClients(unittest.TestCase):
             r.execute_command("SET", "k", "v", "EX", "-5")
         with self.assertRaises(redis.ResponseError):
             r.execute_command("NOSUCHCOMMAND")
+
+    def test_commands_that_differed_from_redis(self):
+        # Each accepted command does what Redis does, or is refused with an error.
+        r = self.r
+        self.assertTrue(r.execute_command("SELECT", "0"))
+        with self.assertRaisesRegex(redis.ResponseError, "DB index is out of range"):
+            r.execute_command("SELECT", "5")  # one keyspace: no silent sharing of dbs
+        self.assertIsNone(r.client_getname())
+        self.assertTrue(r.client_setname("worker-7"))
+        self.assertEqual(r.client_getname(), "worker-7")
+        self.assertIsInstance(r.client_id(), int)
+        with self.assertRaises(redis.ResponseError):
+            r.execute_command("CLIENT", "KILL", "ID", "1")
+        # TTL / PTTL, and SET ... KEEPTTL keeps the expiry (plain SET drops it).
+        self.assertEqual(r.ttl("no-such-key"), -2)
+        self.assertTrue(r.set("plain", b"v"))
+        self.assertEqual(r.ttl("plain"), -1)
+        self.assertTrue(r.set("kt", b"a", ex=100))
+        self.assertTrue(r.set("kt", b"b", keepttl=True))
+        self.assertEqual(r.get("kt"), b"b")
+        self.assertTrue(95 <= r.ttl("kt") <= 100, r.ttl("kt"))
+        self.assertTrue(90_000 <= r.pttl("kt") <= 100_000)
+        self.assertTrue(r.set("kt", b"c"))
+        self.assertEqual(r.ttl("kt"), -1)
+        self.assertTrue(r.set("kt-new", b"n", keepttl=True))  # a new key: no expiry
+        self.assertEqual(r.ttl("kt-new"), -1)
+        with self.assertRaises(redis.ResponseError):
+            r.execute_command("SET", "k", "v", "EX", "10", "KEEPTTL")  # Redis: syntax error
+        with self.assertRaises(redis.ResponseError):
+            r.execute_command("SET", "k", "v", "NX", "XX")
+
+    def test_silent_connections_are_closed(self):
+        # 20 sockets that send one byte and go quiet: closed after the handshake timeout
+        # (1 s here), and a real client is served meanwhile and after.
+        d = Daemon(["--config", self.conf_with("[server]\nhandshake_timeout_ms = 1000\n")])
+        try:
+            silent = []
+            for port in (d.resp_port, int(d.address.split(":")[1])):
+                for _ in range(10):
+                    s = socket.create_connection(("127.0.0.1", port))
+                    s.sendall(b"*")
+                    silent.append(s)
+            r = redis.Redis(host="127.0.0.1", port=d.resp_port)
+            self.assertTrue(r.set("still", b"served"))
+            deadline = time.time() + 5
+            closed = 0
+            for s in silent:
+                s.settimeout(max(0.1, deadline - time.time()))
+                try:
+                    closed += s.recv(1) == b""
+                except (socket.timeout, ConnectionResetError):
+                    pass
+                s.close()
+            self.assertEqual(closed, 20)
+            self.assertEqual(r.get("still"), b"served")  # an active client stays
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def conf_with(self, text):
+        d = tempfile.mkdtemp(prefix="kvpoold-conf-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "k.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def test_pipelines_and_transactions(self):
         p = self.r.pipeline(transaction=False)

@@ -57,6 +57,7 @@ int Status(int argc, char** argv) {
   PoolOptions o;
   o.members = "127.0.0.1:7400";
   bool json = false;
+  size_t expect = 0;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -69,6 +70,8 @@ int Status(int argc, char** argv) {
       o.members = v;
     else if (a == "--json")
       json = true;
+    else if (a == "--expect-members" && (v = value()))
+      expect = std::strtoull(v, nullptr, 10);
     else
       return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
   }
@@ -78,6 +81,12 @@ int Status(int argc, char** argv) {
   PoolStatus st = (*pool)->GetStatus(/*query_nodes=*/true);
   int unreachable = 0;
   for (const auto& m : st.members) unreachable += !m.reachable;
+  // Anything an operator's script must not read as healthy: exit 1.
+  bool unhealthy = unreachable || !st.membership_ok || st.members.size() < expect;
+  if (st.members.size() < expect) {
+    std::fprintf(stderr, "kvpool cluster status: %zu members listed, %zu expected\n",
+                 st.members.size(), expect);
+  }
   if (json) {
     std::printf("{\"membership_ok\": %s, \"membership_error\": \"%s\", \"members\": [",
                 st.membership_ok ? "true" : "false", JsonEscape(st.membership_error).c_str());
@@ -94,7 +103,7 @@ int Status(int argc, char** argv) {
           (unsigned long long)m.gets, (unsigned long long)m.hits);
     }
     std::printf("\n]}\n");
-    return unreachable ? 1 : 0;
+    return unhealthy ? 1 : 0;
   }
   std::printf("membership: %s%s, %zu members\n",
               o.etcd.empty() ? "static list" : ("etcd " + o.etcd).c_str(),
@@ -116,7 +125,7 @@ int Status(int argc, char** argv) {
                 (unsigned long long)m.blocks, (unsigned long long)m.gets, hit,
                 m.reachable ? "up" : "UNREACHABLE");
   }
-  return unreachable ? 1 : 0;
+  return unhealthy ? 1 : 0;
 }
 
 int PlacementBench(int argc, char** argv) {

@@ -474,7 +474,8 @@ void TieredStore::SweepStale(size_t slots) {
 Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& options,
                             uint32_t crc) {
   Record& r = dram_->rec(id);
-  Observe(key, r.size, /*put=*/true);
+  const uint32_t size = r.size;  // r may be reused by another thread once published
+  Observe(key, size, /*put=*/true);
   r.key = key;
   Index::Shard& shard = index_.ShardFor(key);
   uint32_t replaced = kNoRecord;
@@ -518,7 +519,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   if (replaced_flash) flash_->Persist();
   PlaceBehindParent(id, options.parent);
   c_.puts.fetch_add(1, std::memory_order_relaxed);
-  c_.dram_bytes_in.fetch_add(r.size, std::memory_order_relaxed);
+  c_.dram_bytes_in.fetch_add(size, std::memory_order_relaxed);
   return Status::Ok();
 }
 

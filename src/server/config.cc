@@ -237,6 +237,11 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.max_connections",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20),
         "connections beyond this are closed at accept (default 1024)"}},
+      {"server.handshake_timeout_ms",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.handshake_timeout_ms = unsigned(n); },
+             3'600'000),
+        "close a connection that has not sent its HELLO (native) or a first command (RESP) "
+        "this long after it was accepted, in ms (default 10000; 0: never)"}},
       {"server.max_batch",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
         "items per request (default 1024)"}},

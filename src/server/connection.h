@@ -22,7 +22,7 @@ class Server;
 // Written only by the owning reactor's thread (uncontended); read by Server::GetStats.
 struct ReactorCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0}, auth_failures{0},
-      bytes_in{0}, bytes_out{0};
+      bytes_in{0}, bytes_out{0}, handshake_timeouts{0};
 };
 
 enum class Next {
@@ -82,10 +82,16 @@ class Connection {
   virtual Next Drive() = 0;
   int fd() const { return fd_.get(); }
   // Set by the reactor once, before the first Drive; id is unique within the process.
-  void Attach(ReactorContext* reactor, uint64_t id) {
+  void Attach(ReactorContext* reactor, uint64_t id, uint64_t now_ns) {
     reactor_ = reactor;
     id_ = id;
+    attached_ns_ = now_ns;
   }
+  uint64_t attached_ns() const { return attached_ns_; }
+  // Whether the client has done what makes it a client: a native HELLO accepted, a first
+  // RESP command completed. Connections that have not within the server's handshake
+  // timeout are closed (a port full of silent sockets must not lock clients out).
+  virtual bool Handshaken() const = 0;
   uint64_t id() const { return id_; }
   // The reactor hands a finished job back (the connection stops waiting, then answers).
   void FinishJob(OffloadJob& job) {
@@ -124,6 +130,7 @@ class Connection {
 
   ReactorContext* reactor_ = nullptr;  // null: blocking work runs inline
   uint64_t id_ = 0;
+  uint64_t attached_ns_ = 0;
   bool waiting_ = false;  // a job of this connection's is running: answers stay in order
   std::vector<std::byte> out_bytes_;
   std::vector<BlockView> views_;  // keep the queued blocks pinned until sent

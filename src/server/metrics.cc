@@ -169,6 +169,8 @@ std::string RenderMetrics(const NodeStats& node) {
         D(n.connections_accepted));
   w.One("kvpool_connections_refused_total", "counter",
         "Client connections refused (over max_connections).", D(n.connections_refused));
+  w.One("kvpool_connections_handshake_timeouts_total", "counter",
+        "Connections closed for not completing a handshake in time.", D(n.handshake_timeouts));
   w.One("kvpool_requests_total", "counter", "Requests served (native and RESP).", D(n.requests));
   w.One("kvpool_protocol_errors_total", "counter", "Malformed requests.", D(n.protocol_errors));
   w.One("kvpool_auth_failures_total", "counter", "Requests with a wrong or missing token.",

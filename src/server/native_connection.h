@@ -29,6 +29,7 @@ class NativeConnection final : public Connection {
   NativeConnection(Server& server, net::Fd fd, ReactorCounters& counters, bool unix_socket);
   ~NativeConnection() override;
   Next Drive() override;
+  bool Handshaken() const override { return hello_done_; }
 
  private:
   enum class State { kFrame, kData, kClosing };

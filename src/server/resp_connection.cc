@@ -69,6 +69,7 @@ Next RespConnection::Drive() {
       continue;
     }
     CountRequest();
+    ++commands_;
     server_.leases().Tick();  // an expired lease pins nothing a SET needs room for
     bool keep = args_.empty() || Execute(args_);
     in_start_ += consumed;  // args_ pointed into in_; Execute has copied what it keeps
@@ -195,6 +196,18 @@ Status RespConnection::Set(std::string_view key, std::string_view value, uint64_
   return s;
 }
 
+std::optional<uint64_t> RespConnection::ExpiryOf(std::string_view key) {
+  Store* store = server_.store();
+  BlockKey k = KeyOf(key);
+  auto view = store->ReadResident(k);
+  if (!view.ok() && view.status().code() == Code::kBusy) view = store->Read(k);  // on flash
+  if (!view.ok() || view->data().size() < kExpiryBytes) return std::nullopt;
+  uint64_t expiry;
+  std::memcpy(&expiry, view->data().data(), kExpiryBytes);
+  if (expiry != 0 && expiry <= NowUnixMs()) return std::nullopt;
+  return expiry;
+}
+
 bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   std::string cmd = Upper(args[0]);
   size_t argc = args.size();
@@ -283,7 +296,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     if (!arity(plain ? 3 : 4)) return true;
     std::string_view key = args[1], value = plain ? args[2] : args[3];
     uint64_t expiry = 0;
-    bool nx = false, xx = false;
+    bool nx = false, xx = false, keep_ttl = false, has_ttl = false;
     auto set_ttl = [&](std::string_view n, uint64_t unit_ms, bool absolute) {
       long long v;
       if (!ParseInt(n, &v) || v <= 0) {
@@ -298,18 +311,22 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     for (size_t i = 3; plain && i < argc; ++i) {
       std::string opt = Upper(args[i]);
       bool has_arg = i + 1 < argc;
-      if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && has_arg) {
+      if ((opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && has_arg && !keep_ttl &&
+          !has_ttl) {
         if (!set_ttl(args[++i], opt[0] == 'E' ? 1000 : 1, opt.size() == 4)) return true;
-      } else if (opt == "NX") {
+        has_ttl = true;
+      } else if (opt == "NX" && !xx) {
         nx = true;
-      } else if (opt == "XX") {
+      } else if (opt == "XX" && !nx) {
         xx = true;
-      } else if (opt == "KEEPTTL") {
+      } else if (opt == "KEEPTTL" && !has_ttl) {
+        keep_ttl = true;
       } else {
         ReplyError("ERR syntax error");
         return true;
       }
     }
+    if (keep_ttl) expiry = ExpiryOf(key).value_or(0);  // a new key gets none, as in Redis
     if (xx && !store->Exists(KeyOf(key))) return Reply("$-1\r\n"), true;
     Status s = Set(key, value, expiry, /*overwrite=*/!nx);
     if (s.ok()) {
@@ -370,7 +387,25 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
         "\r\n\r\n# Keyspace\r\ndb0:keys=" + std::to_string(st.index_entries) + ",expires=0\r\n";
     ReplyBulk(info);
   } else if (cmd == "SELECT") {
-    if (arity(2)) Reply("+OK\r\n");
+    // One keyspace per namespace: database 0 only, as a Redis with "databases 1".
+    if (arity(2)) {
+      if (args[1] == "0") {
+        Reply("+OK\r\n");
+      } else {
+        ReplyError("ERR DB index is out of range");
+      }
+    }
+  } else if (cmd == "TTL" || cmd == "PTTL") {
+    if (!arity(2)) return true;
+    std::optional<uint64_t> expiry = ExpiryOf(args[1]);
+    if (!expiry) {
+      ReplyInt(-2);
+    } else if (*expiry == 0) {
+      ReplyInt(-1);
+    } else {
+      uint64_t left = *expiry - std::min(*expiry, NowUnixMs());
+      ReplyInt(static_cast<long long>(cmd == "TTL" ? (left + 500) / 1000 : left));
+    }
   } else if (cmd == "CONFIG" && argc == 3 && Upper(args[1]) == "GET") {
     // Client handshakes probe settings (redis-benchmark asks for "save", "appendonly"):
     // none of Redis's settings apply, so each reads as empty.
@@ -380,7 +415,27 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
   } else if (cmd == "CONFIG" || cmd == "COMMAND") {
     Reply("*0\r\n");
   } else if (cmd == "CLIENT") {
-    Reply("+OK\r\n");
+    std::string sub = argc > 1 ? Upper(args[1]) : "";
+    if (sub == "SETNAME" && argc == 3) {
+      if (args[2].find_first_of(" \n\r") != std::string_view::npos) {
+        ReplyError("ERR Client names cannot contain spaces, newlines or special characters.");
+      } else {
+        client_name_ = std::string(args[2].substr(0, 256));
+        Reply("+OK\r\n");
+      }
+    } else if (sub == "GETNAME" && argc == 2) {
+      if (client_name_.empty()) {
+        Reply("$-1\r\n");
+      } else {
+        ReplyBulk(client_name_);
+      }
+    } else if (sub == "ID" && argc == 2) {
+      ReplyInt(static_cast<long long>(id()));
+    } else if (sub == "SETINFO" && argc == 4) {  // client libraries announce themselves
+      Reply("+OK\r\n");
+    } else {
+      ReplyError("ERR unknown subcommand or wrong number of arguments for 'CLIENT'");
+    }
   } else {
     std::string name(args[0].substr(0, 64));
     ReplyError("ERR unknown command '" + name + "'");

@@ -9,6 +9,7 @@
 #ifndef KVPOOL_SERVER_RESP_CONNECTION_H_
 #define KVPOOL_SERVER_RESP_CONNECTION_H_
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@ class RespConnection final : public Connection {
  public:
   RespConnection(Server& server, net::Fd fd, ReactorCounters& counters);
   Next Drive() override;
+  bool Handshaken() const override { return commands_ > 0; }
 
  private:
   enum class Io { kDone, kBlocked, kFailed };
@@ -44,6 +46,8 @@ class RespConnection final : public Connection {
   void ReplyInt(long long v);
   void ReplyBulk(std::string_view s);
   Status Set(std::string_view key, std::string_view value, uint64_t expiry_ms, bool overwrite);
+  // The key's expiry (unix ms, 0: none), or nullopt if it is not held (or has expired).
+  std::optional<uint64_t> ExpiryOf(std::string_view key);
 
   std::vector<char> in_;
   size_t in_start_ = 0, in_end_ = 0;
@@ -52,6 +56,8 @@ class RespConnection final : public Connection {
   Scope scope_;
   RespLimits limits_;
   std::vector<std::string_view> args_;
+  std::string client_name_;  // CLIENT SETNAME
+  uint64_t commands_ = 0;    // complete commands parsed
   bool in_multi_ = false;
   std::vector<std::vector<std::string>> queued_;
 };

@@ -104,12 +104,33 @@ class Reactor final : public ReactorContext {
       again.swap(next_again);
       next_again.clear();
       if (n > 0) last_event_ns = NowNanos();  // the spin window starts once work is done
+      CloseSilent();
     }
     std::lock_guard<std::mutex> lock(handoff_mu_);
     server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size() + handoff_.size()),
                                          std::memory_order_relaxed);
     conns_.clear();
     handoff_.clear();  // closes connections handed over too late to be served
+  }
+
+  // Closes the connections that have not completed a handshake within the server's
+  // handshake timeout. Looked at about once a second (epoll_wait wakes at least that often).
+  void CloseSilent() {
+    uint64_t limit_ns = uint64_t{server_.options().handshake_timeout_ms} * 1'000'000;
+    uint64_t now = NowNanos();
+    if (limit_ns == 0 || now - last_sweep_ns_ < 1'000'000'000) return;
+    last_sweep_ns_ = now;
+    std::vector<int> silent;
+    for (auto& [fd, c] : conns_) {
+      if (!c->Handshaken() && now - c->attached_ns() > limit_ns) silent.push_back(fd);
+    }
+    for (int fd : silent) {
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      conns_.erase(fd);
+      open_.fetch_sub(1, std::memory_order_relaxed);
+      server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
+      ++counters_.handshake_timeouts;
+    }
   }
 
   // Takes a connection accepted by another reactor (counted in open_ by the giver).
@@ -226,7 +247,7 @@ class Reactor final : public ReactorContext {
       c = std::make_unique<NativeConnection>(server_, std::move(owned), counters_,
                                              which == Listener::kUnix);
     }
-    c->Attach(this, server_.NextConnectionId());
+    c->Attach(this, server_.NextConnectionId(), NowNanos());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
@@ -266,6 +287,7 @@ class Reactor final : public ReactorContext {
   int listeners_[3] = {-1, -1, -1};
   std::atomic<bool> stop_{false};
   std::unordered_map<int, std::unique_ptr<Connection>> conns_;
+  uint64_t last_sweep_ns_ = 0;
   std::atomic<size_t> open_{0};
   ReactorCounters counters_;
   std::mutex done_mu_;
@@ -283,7 +305,7 @@ std::vector<size_t> Server::ConnectionsPerReactor() const {
 std::string ServerStats::ToString() const {
   std::ostringstream o;
   o << "connections: " << connections_open << " open, " << connections_accepted << " accepted, "
-    << connections_refused << " refused\n"
+    << connections_refused << " refused, " << handshake_timeouts << " closed before a handshake\n"
     << "requests: " << requests << ", protocol errors " << protocol_errors << ", auth failures "
     << auth_failures << "\n"
     << "bytes: " << bytes_in << " in, " << bytes_out << " out\n"
@@ -388,6 +410,7 @@ ServerStats Server::GetStats() const {
     s.requests += c.requests;
     s.protocol_errors += c.protocol_errors;
     s.auth_failures += c.auth_failures;
+    s.handshake_timeouts += c.handshake_timeouts;
     s.bytes_in += c.bytes_in;
     s.bytes_out += c.bytes_out;
     s.connections_open += r->open();

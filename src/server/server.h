@@ -32,6 +32,9 @@ struct ServerOptions {
   std::string unix_path;                       // native protocol, same host; empty: off
   unsigned reactors = 0;                       // 0: one per online core
   unsigned max_connections = 1024;
+  // A connection that has not completed its handshake (a native HELLO, a first RESP
+  // command) this long after it was accepted is closed. 0: never.
+  unsigned handshake_timeout_ms = 10'000;
   net::Limits limits;                    // max_batch, max_value_bytes, max_request_bytes, ...
   uint64_t max_shm_bytes = 64ull << 30;  // largest client region mapped
   std::vector<Tenant> tenants;           // empty: open (no tokens)
@@ -64,6 +67,7 @@ struct ServerOptions {
 // Counters summed over reactors (each reactor writes only its own).
 struct ServerStats {
   uint64_t connections_accepted = 0, connections_open = 0, connections_refused = 0;
+  uint64_t handshake_timeouts = 0;  // closed for not completing the handshake in time
   uint64_t requests = 0, protocol_errors = 0, auth_failures = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   LeaseStats leases;
