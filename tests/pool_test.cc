@@ -581,6 +581,73 @@ TEST_F(PoolTest, JoinAndDrainKeepTheWorkingSet) {
   EXPECT_NE(out.find("no member 'n9'"), std::string::npos) << out;
 }
 
+// Trustworthy membership (issue 20): a second node with a member id already in use is
+// refused at start (it would take the first one's place, and delete its record when it
+// left); a record deleted by hand comes back within one lease.
+TEST_F(PoolTest, MemberIdClashIsRefusedAndAVanishedRecordComesBack) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  ASSERT_TRUE(StartNode(0, etcd.endpoint())) << nodes_[0]->output();
+  cluster::Etcd e({etcd.endpoint()}, 1000);
+  auto record = [&]() -> std::string {
+    std::vector<cluster::EtcdKv> kvs;
+    int64_t rev = 0;
+    if (!e.RangePrefix("/kvpool/members/n0", &kvs, &rev).ok()) return "";
+    for (const auto& kv : kvs) {
+      if (kv.key == "/kvpool/members/n0") return kv.value;
+    }
+    return "";
+  };
+  ASSERT_TRUE(WaitFor([&] { return !record().empty(); }, 5000ms));
+  std::string original = record();
+
+  Daemon twin(TempDir("twin"));
+  EXPECT_FALSE(twin.Start({"--etcd", etcd.endpoint(), "--member-id", "n0", "--lease-ttl", "2"}));
+  EXPECT_NE(
+      twin.output().find("member id 'n0' is registered by the node at " + nodes_[0]->tcp_address()),
+      std::string::npos)
+      << twin.output();
+  EXPECT_EQ(record(), original);  // the first node's record is untouched
+
+  ASSERT_TRUE(e.Delete("/kvpool/members/n0").ok());
+  auto t0 = Clock::now();
+  ASSERT_TRUE(WaitFor([&] { return record() == original; }, 3000ms)) << nodes_[0]->output();
+  EXPECT_LT(Clock::now() - t0, 2500ms);  // within one lease (2 s) and a check
+  EXPECT_NE(nodes_[0]->output().find("had vanished; registered again"), std::string::npos);
+}
+
+// Every record vanishing at once (as when etcd stalled and all leases expired together)
+// does not empty the clients' member list while the nodes register again; one node
+// leaving is still seen at once.
+TEST_F(PoolTest, MassExpiryKeepsTheLastKnownMembers) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(StartNode(i, etcd.endpoint())) << nodes_[i]->output();
+  auto watch = cluster::Membership::FromEtcd({etcd.endpoint()}, "/kvpool/members/", 1000);
+  auto size = [&] { return watch->Current().members->size(); };
+  ASSERT_TRUE(WaitFor([&] { return size() == 3; }, 5000ms));
+  cluster::Etcd e({etcd.endpoint()}, 1000);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e.Delete("/kvpool/members/n" + std::to_string(i)).ok());
+  size_t least = 3;
+  for (auto end = Clock::now() + 2500ms; Clock::now() < end;) {
+    least = std::min(least, size());
+    std::this_thread::sleep_for(5ms);
+  }
+  // The first departure is published before the second shows it is a mass one (so 2 may
+  // be seen for an instant); without the guard the list falls to 0.
+  EXPECT_GE(least, 2u);
+  for (int i = 0; i < 3; ++i) {  // and the records really are back
+    EXPECT_NE(nodes_[i]->output().find("had vanished; registered again"), std::string::npos);
+  }
+  std::this_thread::sleep_for(3500ms);  // past the mass window
+  auto t0 = Clock::now();
+  EXPECT_EQ(nodes_[2]->Stop(), 0);
+  EXPECT_TRUE(WaitFor([&] { return size() == 2; }, 3000ms));
+  EXPECT_LT(Clock::now() - t0, 1500ms);
+}
+
 TEST_F(PoolTest, ClusterStatusCommand) {
   nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
   ASSERT_TRUE(nodes_[0]->Start()) << nodes_[0]->output();

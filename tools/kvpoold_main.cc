@@ -17,8 +17,8 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -588,6 +588,12 @@ int main(int argc, char** argv) {
     auto me = SelfMember(c, srv->port());
     if (!me.ok()) return Fail("cluster: " + me.status().ToString());
     self = std::move(me).value();
+    kvpool::cluster::RegistrarOptions check;
+    check.endpoints = etcd_endpoints;
+    check.prefix = c.cluster.prefix;
+    if (kvpool::Status s = kvpool::cluster::CheckMemberIdFree(check, *self); !s.ok()) {
+      return Fail("cluster: " + std::string(s.message()));
+    }
     // Nodes watch the member list too: each change is logged (who joined, who left), and
     // the HTTP endpoint shows it.
     peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000);

@@ -24,12 +24,73 @@ std::unique_ptr<Membership> Membership::FromEtcd(std::vector<std::string> endpoi
   m->thread_ = std::thread(
       [p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix),
        timeout_ms]() mutable { p->Run(std::move(endpoints), std::move(prefix), timeout_ms); });
+  m->expirer_ = std::thread([p = m.get()] { p->ExpireHolds(); });
   return m;
 }
 
 Membership::~Membership() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    stop_ = true;
+  }
+  state_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (expirer_.joinable()) expirer_.join();
+}
+
+namespace {
+constexpr auto kMassWindow = std::chrono::seconds(3);
+constexpr auto kHoldFor = std::chrono::seconds(10);
+}  // namespace
+
+void Membership::ApplyRecords(std::map<std::string, Member> next) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  auto now = Clock::now();
+  for (const auto& [key, m] : records_) {
+    if (!next.count(key)) departures_.push_back(Departure{now, key, m});
+  }
+  for (const auto& [key, m] : next) held_.erase(key);  // back (or still there)
+  while (!departures_.empty() && now - departures_.front().at > kMassWindow) {
+    departures_.pop_front();
+  }
+  size_t gone = 0;
+  for (const Departure& d : departures_) gone += !next.count(d.key);
+  if (gone >= 2 && 2 * gone >= next.size() + gone) {
+    for (const Departure& d : departures_) {
+      if (!next.count(d.key) && !held_.count(d.key)) held_[d.key] = Held{d.member, now + kHoldFor};
+    }
+    state_cv_.notify_all();
+  }
+  records_ = std::move(next);
+  PublishRecordsLocked();
+}
+
+void Membership::PublishRecordsLocked() {
+  std::map<std::string, Member> by_id;  // a held member never shadows a live record
+  for (const auto& [key, h] : held_) by_id[h.member.id] = h.member;
+  for (const auto& [key, m] : records_) by_id[m.id] = m;
+  std::vector<Member> list;
+  for (auto& [id, m] : by_id) list.push_back(std::move(m));
+  Publish(std::move(list));
+}
+
+void Membership::ExpireHolds() {
+  std::unique_lock<std::mutex> lock(state_mu_);
+  while (!stop_) {
+    if (held_.empty()) {
+      state_cv_.wait_for(lock, std::chrono::milliseconds(500));
+      continue;
+    }
+    auto first = Clock::time_point::max();
+    for (const auto& [key, h] : held_) first = std::min(first, h.until);
+    if (Clock::now() < first) {
+      state_cv_.wait_until(lock, std::min(first, Clock::now() + std::chrono::milliseconds(500)));
+      continue;
+    }
+    auto now = Clock::now();
+    std::erase_if(held_, [&](const auto& kv) { return kv.second.until <= now; });
+    PublishRecordsLocked();
+  }
 }
 
 MembershipView Membership::Current() const {
@@ -74,11 +135,7 @@ void Membership::Run(std::vector<std::string> endpoints, std::string prefix, int
       for (const EtcdKv& kv : kvs) {
         if (auto m = DecodeMember(kv.value); m.ok()) by_key[kv.key] = std::move(m).value();
       }
-      auto publish = [&] {
-        std::vector<Member> list;
-        for (auto& [k, m] : by_key) list.push_back(m);
-        Publish(std::move(list));
-      };
+      auto publish = [&] { ApplyRecords(by_key); };
       publish();
       SetSource(true, "");
       ready_ = true;

@@ -2,10 +2,21 @@
 // records kept alive by each kvpoold's lease; see registrar.h), watched in the background.
 // The data path never waits on it: Current() answers the last known list at once, and
 // says whether the source is reachable.
+//
+// A mass departure is not believed at once: when at least half of the members (two or
+// more) vanish within 3 s, as when etcd itself stalled and every lease expired together,
+// they stay listed for 10 s unless they come back meanwhile (their nodes register again
+// within a lease). A node really gone is dropped sooner by the pool client's data path,
+// which stops placing on a node that does not answer. Single departures (a drain, a
+// SIGTERM, one crash) are published at once.
 #ifndef KVPOOL_CLUSTER_MEMBERSHIP_H_
 #define KVPOOL_CLUSTER_MEMBERSHIP_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +52,28 @@ class Membership {
   void Run(std::vector<std::string> endpoints, std::string prefix, int timeout_ms);
   void Publish(std::vector<Member> members);
   void SetSource(bool ok, std::string error);
+  // The etcd source: records as etcd has them now (by key); publishes them with the
+  // members held after a mass departure.
+  void ApplyRecords(std::map<std::string, Member> next);
+  void PublishRecordsLocked();
+  void ExpireHolds();
+
+  using Clock = std::chrono::steady_clock;
+  struct Departure {
+    Clock::time_point at;
+    std::string key;
+    Member member;
+  };
+  struct Held {
+    Member member;
+    Clock::time_point until;
+  };
+  std::mutex state_mu_;
+  std::condition_variable state_cv_;
+  std::map<std::string, Member> records_;  // GUARDED_BY(state_mu_)
+  std::map<std::string, Held> held_;       // GUARDED_BY(state_mu_)
+  std::deque<Departure> departures_;       // GUARDED_BY(state_mu_): the last 3 s
+  std::thread expirer_;
 
   mutable std::mutex mu_;
   MembershipView view_;

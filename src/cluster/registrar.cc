@@ -29,6 +29,34 @@ bool Registrar::Sleep(int ms) {
   return !stop_;
 }
 
+namespace {
+
+// The value stored under exactly `key` ("" if none), or why it could not be read.
+Result<std::string> ReadRecord(Etcd& etcd, const std::string& key) {
+  std::vector<EtcdKv> kvs;
+  int64_t revision = 0;
+  if (Status s = etcd.RangePrefix(key, &kvs, &revision); !s.ok()) return s;
+  for (const EtcdKv& kv : kvs) {
+    if (kv.key == key) return kv.value;
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Status CheckMemberIdFree(const RegistrarOptions& options, const Member& self) {
+  Etcd etcd(options.endpoints, options.timeout_ms);
+  auto record = ReadRecord(etcd, options.prefix + self.id);
+  if (!record.ok() || record->empty()) return Status::Ok();
+  auto other = DecodeMember(*record);
+  if (other.ok() && other->address != self.address) {
+    return Status::Exists("member id '" + self.id + "' is registered by the node at " +
+                          other->address +
+                          "; give this node another --member-id, or stop that one");
+  }
+  return Status::Ok();
+}
+
 void Registrar::Run() {
   Etcd etcd(options_.endpoints, options_.timeout_ms);
   const std::string key = options_.prefix + self_.id;
@@ -54,7 +82,15 @@ void Registrar::Run() {
     int interval_ms = std::max(100, options_.ttl_seconds * 1000 / 3);
     while (Sleep(interval_ms)) {
       auto ttl = etcd.LeaseKeepAlive(*lease);
-      if (ttl.ok() && *ttl > 0) continue;
+      if (ttl.ok() && *ttl > 0) {
+        // The record itself: deleted by hand, or overwritten, it is written back.
+        auto now = ReadRecord(etcd, key);
+        if (now.ok() && *now != record && etcd.Put(key, record, *lease).ok()) {
+          log_(now->empty() ? "etcd: our record " + key + " had vanished; registered again"
+                            : "etcd: our record " + key + " had been overwritten; restored");
+        }
+        continue;
+      }
       registered_ = false;
       log_(ttl.ok()
                ? "etcd: lease expired; registering again"

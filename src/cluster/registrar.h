@@ -1,7 +1,9 @@
 // A kvpoold's presence in etcd: the member record under <prefix><id>, attached to a lease
 // of ttl seconds that a background thread keeps alive (every ttl/3). If the lease is lost
 // (etcd restarted, a long pause) it registers again; on Stop() it revokes the lease so
-// clients see the node leave at once rather than after the TTL.
+// clients see the node leave at once rather than after the TTL. While registered it checks
+// its record every ttl/3 as it keeps the lease alive: a record deleted by hand, or
+// overwritten, is written back at once (within one lease).
 #ifndef KVPOOL_CLUSTER_REGISTRAR_H_
 #define KVPOOL_CLUSTER_REGISTRAR_H_
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "cluster/member.h"
+#include "kvpool/status.h"
 
 namespace kvpool::cluster {
 
@@ -23,6 +26,11 @@ struct RegistrarOptions {
   int ttl_seconds = 3;
   int timeout_ms = 1000;
 };
+
+// Before registering: kExists if another node's record (another address) holds this id
+// now, so that a second node with a reused --member-id is refused instead of taking the
+// first's place. OK when etcd cannot be asked (the registration retries anyway).
+Status CheckMemberIdFree(const RegistrarOptions& options, const Member& self);
 
 class Registrar {
  public:
