@@ -232,6 +232,13 @@ class RespAuth(unittest.TestCase):
             self.assertEqual(ok.get("x"), b"1")
             with self.assertRaises(redis.ResponseError):
                 ok.flushall()  # would empty every tenant
+            with self.assertRaisesRegex(redis.ResponseError, "not available"):
+                ok.dbsize()  # the store's size is every tenant's
+            info = ok.info()  # the tenant's own figures, in Redis's fields
+            self.assertNotIn("used_memory", info)
+            self.assertEqual(info["kvpool_tenant"], "t")
+            self.assertEqual(info["keyspace_hits"], 1)
+            self.assertEqual(info["connected_clients"], 1)
         finally:
             self.assertEqual(daemon.stop(), 0)
             shutil.rmtree(d, ignore_errors=True)

@@ -48,6 +48,16 @@ std::unique_ptr<Client> Connect(const std::string& address, const std::string& n
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
+// Polls `cond` every 50 ms for up to 3 s.
+template <class F>
+bool WaitUntil(F cond) {
+  for (int i = 0; i < 60; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
+}
+
 class ServerTest : public testing::DaemonTest {
  protected:
   void StartOrDie(const std::vector<std::string>& extra = {}) {
@@ -571,6 +581,35 @@ TEST_F(ServerTest, PeerConnectionsListBlocksAndNeedThePeerToken) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, 333u);
   EXPECT_EQ(p->Leave().code(), Code::kInvalidArgument);  // not in a pod
+}
+
+// Tenants cannot starve each other of connections, nor see the store's shape (issue 20).
+TEST_F(ServerTest, TenantConnectionCapsAndScopedStat) {
+  std::string config = dir_ + "/kvpoold.toml";
+  std::ofstream(config) << "[[tenant]]\nname = \"a\"\ntoken = \"alpha\"\nnamespaces = [\"a\"]\n"
+                           "max_connections = 2\n\n"
+                           "[[tenant]]\nname = \"b\"\ntoken = \"beta\"\nnamespaces = [\"b\"]\n";
+  StartOrDie({"--config", config});
+  auto a1 = Connect(daemon_->tcp_address(), "a", "alpha");
+  auto a2 = Connect(daemon_->tcp_address(), "a", "alpha");
+  ASSERT_TRUE(a1->Ping().ok());
+  ASSERT_TRUE(a2->Ping().ok());
+  auto a3 = Connect(daemon_->tcp_address(), "a", "alpha");
+  Status refused = a3->Ping();
+  EXPECT_EQ(refused.code(), Code::kRefused) << refused.ToString();
+  EXPECT_NE(refused.ToString().find("max_connections"), std::string::npos) << refused.ToString();
+  auto b = Connect(daemon_->tcp_address(), "b", "beta");  // another tenant is not affected
+  EXPECT_TRUE(b->Ping().ok());
+  a1.reset();  // a slot frees when a connection closes
+  EXPECT_TRUE(
+      WaitUntil([&] { return Connect(daemon_->tcp_address(), "a", "alpha")->Ping().ok(); }));
+  // STAT: a tenant's own figures, not the store's.
+  ASSERT_TRUE(b->Put(BlockKey{1, 1}, Value(BlockKey{1, 1}, 100)).ok());
+  auto text = b->ServerStats();
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->rfind("tenant b: connections 1,", 0), 0u) << *text;
+  EXPECT_NE(text->find("puts 1,"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("dram"), std::string::npos) << *text;
 }
 
 TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {

@@ -112,10 +112,12 @@ options:
 
 config file settings (TOML; sizes as integers or strings like "16MiB"):
 %s
-  [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"]
+  [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"],
+              max_connections = 64 (optional: its connections on this node)
       With tenants, a client's HELLO must carry a token whose tenant lists the
       namespace ('*' ends a prefix); RESP clients must AUTH with a token that
-      opens server.resp_namespace. Without tenants the pool is open.
+      opens server.resp_namespace. Without tenants the pool is open. A tenant's
+      STAT and INFO show its own figures, not the store's; DBSIZE is refused.
 
 Signals: SIGTERM or SIGINT stop it cleanly: blocks held only in DRAM are written to
 flash first (store.flush_on_close), and the next start finds them. After a crash

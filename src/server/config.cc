@@ -476,8 +476,12 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
         auto* list = std::get_if<std::vector<std::string>>(&*value);
         if (!list) return fail("namespaces: expected [\"ns\", \"prefix/*\", ...]");
         tenant->namespaces = *list;
+      } else if (key == "max_connections") {
+        auto* n = std::get_if<long long>(&*value);
+        if (!n || *n < 0 || *n > (1 << 20)) return fail("max_connections: an integer 0..1048576");
+        tenant->max_connections = static_cast<uint32_t>(*n);
       } else {
-        return fail("unknown tenant key '" + key + "' (name, token, namespaces)");
+        return fail("unknown tenant key '" + key + "' (name, token, namespaces, max_connections)");
       }
       continue;
     }

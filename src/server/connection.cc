@@ -6,11 +6,29 @@
 
 namespace kvpool::server {
 
-void Connection::CountAs(TenantCounters* tenant) {
-  if (tenant_ == tenant) return;
+bool Connection::CountAs(TenantCounters* tenant, uint32_t cap) {
+  if (tenant_ == tenant) return true;
+  if (tenant) {
+    uint64_t was = tenant->connections.fetch_add(1, std::memory_order_relaxed);
+    if (cap != 0 && was >= cap) {
+      tenant->connections.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+  }
   if (tenant_) tenant_->connections.fetch_sub(1, std::memory_order_relaxed);
   tenant_ = tenant;
-  if (tenant_) tenant_->connections.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::string Connection::TenantStatsText() const {
+  auto r = [&](const std::atomic<uint64_t> TenantCounters::*f) {
+    return std::to_string(tenant_ ? (tenant_->*f).load(std::memory_order_relaxed) : 0);
+  };
+  return "tenant " + tenant_name_ + ": connections " + r(&TenantCounters::connections) +
+         ", requests " + r(&TenantCounters::requests) + ", gets " + r(&TenantCounters::gets) +
+         ", hits " + r(&TenantCounters::hits) + ", puts " + r(&TenantCounters::puts) +
+         ", bytes in " + r(&TenantCounters::bytes_in) + ", bytes out " +
+         r(&TenantCounters::bytes_out) + "\n";
 }
 
 void Connection::CountRequest() {

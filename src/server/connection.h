@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kvpool/store.h"
@@ -112,7 +113,8 @@ class Connection {
 
   // Per-tenant counts (server/tenant_stats.h): CountAs once the connection authenticated;
   // the rest add to the reactor's counters and, from then on, to the tenant's.
-  void CountAs(TenantCounters* tenant);
+  // False (and nothing counted) when the tenant already has `cap` connections open.
+  bool CountAs(TenantCounters* tenant, uint32_t cap = 0);
   void CountRequest();
   void CountIn(uint64_t bytes);
   void CountGets(uint64_t gets, uint64_t hits);
@@ -122,6 +124,9 @@ class Connection {
   net::Fd fd_;
   ReactorCounters& counters_;
   TenantCounters* tenant_ = nullptr;
+  std::string tenant_name_;
+  // The tenant's own figures, as STAT and INFO give them to a tenant.
+  std::string TenantStatsText() const;
   // Answers `read` now if all its blocks are in DRAM; otherwise its flash reads run on an
   // I/O thread and the connection waits (no further requests) until FinishJob.
   void StartRead(std::shared_ptr<BlockRead> read);

@@ -281,6 +281,7 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
   auto hello = net::DecodeHello(meta);
   if (!hello.ok()) return ReplyError(hello.status().code(), hello.status().message(), true);
   std::string tenant;
+  uint32_t cap = 0;
   std::shared_ptr<const Tenants> tenants = server_.tenants();
   Status auth;
   if (hello->flags & net::kHelloPeer) {
@@ -291,13 +292,20 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     tenant = "peer";
     peer_ = auth.ok();
   } else {
-    auth = tenants->Authorize(hello->token, hello->ns, &tenant);
+    auth = tenants->Authorize(hello->token, hello->ns, &tenant, &cap);
   }
   if (!auth.ok()) {
     ++counters_.auth_failures;
     return ReplyError(auth.code(), auth.message(), true);
   }
-  CountAs(server_.tenant_stats().For(tenant.empty() ? TenantStats::kOpen : tenant));
+  tenant_name_ = tenant.empty() ? std::string(TenantStats::kOpen) : tenant;
+  scoped_stats_ = !tenants->open() && !peer_;
+  if (!CountAs(server_.tenant_stats().For(tenant_name_), cap)) {
+    return ReplyError(Code::kRefused,
+                      "this tenant has " + std::to_string(cap) +
+                          " connections open on this node, its max_connections",
+                      true);
+  }
   net::Limits limits = server_.options().limits;
   limits.shm_enabled = 0;
   if (hello->flags & net::kHelloWantShm) {
@@ -627,7 +635,10 @@ void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
 }
 
 void NativeConnection::DoStat() {
-  std::string text = server_.store()->GetStats().ToString() + server_.GetStats().ToString();
+  // On a node with tenants a tenant sees its own figures only, not the store's shape.
+  std::string text = scoped_stats_
+                         ? TenantStatsText()
+                         : server_.store()->GetStats().ToString() + server_.GetStats().ToString();
   size_t at = AppendResponse(out_bytes_, hdr_, 0, {}, text.size());
   out_bytes_.insert(out_bytes_.end(), reinterpret_cast<const std::byte*>(text.data()),
                     reinterpret_cast<const std::byte*>(text.data()) + text.size());

@@ -83,7 +83,8 @@ class NativeConnection final : public Connection {
   State state_ = State::kFrame;
   net::Header hdr_;
   bool hello_done_ = false;
-  bool peer_ = false;  // HELLO with kHelloPeer: stored keys, LIST and LEAVE
+  bool peer_ = false;          // HELLO with kHelloPeer: stored keys, LIST and LEAVE
+  bool scoped_stats_ = false;  // a tenant on a node with tenants: STAT tells its own only
   Scope scope_;
   int passed_fd_ = -1;
   std::byte* shm_ = nullptr;

@@ -42,7 +42,10 @@ RespConnection::RespConnection(Server& server, net::Fd fd, ReactorCounters& coun
       authed_(server.tenants()->open()),
       scope_(server.options().resp_namespace) {
   limits_.max_bulk_bytes = server.options().limits.max_value_bytes;
-  if (authed_) CountAs(server.tenant_stats().For(TenantStats::kOpen));
+  if (authed_) {
+    tenant_name_ = TenantStats::kOpen;
+    CountAs(server.tenant_stats().For(TenantStats::kOpen));
+  }
 }
 
 Next RespConnection::Drive() {
@@ -227,12 +230,15 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     std::string_view token = args[argc - 1];  // AUTH token, or AUTH user token
     std::shared_ptr<const Tenants> tenants = server_.tenants();
     std::string tenant;
-    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant);
+    uint32_t cap = 0;
+    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant, &cap);
     if (tenants->open()) {
       ReplyError("ERR AUTH called without any password configured");
+    } else if (s.ok() && !CountAs(server_.tenant_stats().For(tenant), cap)) {
+      ReplyError("ERR max number of clients reached for this tenant");
     } else if (s.ok()) {
       authed_ = true;
-      CountAs(server_.tenant_stats().For(tenant));
+      tenant_name_ = tenant;
       Reply("+OK\r\n");
     } else {
       ++counters_.auth_failures;
@@ -362,7 +368,12 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     }
     ReplyInt(n);
   } else if (cmd == "DBSIZE") {
-    ReplyInt(static_cast<long long>(store->GetStats().index_entries));
+    if (!server_.tenants()->open()) {
+      // The store's size is every tenant's; a tenant's own is not counted.
+      ReplyError("ERR DBSIZE is not available on a pool with tenants");
+    } else {
+      ReplyInt(static_cast<long long>(store->GetStats().index_entries));
+    }
   } else if (cmd == "FLUSHALL" || cmd == "FLUSHDB") {
     if (!server_.tenants()->open()) {
       ReplyError("ERR FLUSHALL is disabled on a pool with tenants (it would empty them all)");
@@ -371,6 +382,22 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
       store->Clear();
       Reply("+OK\r\n");
     }
+  } else if (cmd == "INFO" && !server_.tenants()->open()) {
+    // A tenant sees its own figures only, not the store's shape.
+    auto r = [&](const std::atomic<uint64_t>& v) {
+      return std::to_string(v.load(std::memory_order_relaxed));
+    };
+    uint64_t gets = tenant_->gets.load(std::memory_order_relaxed);
+    uint64_t hits = tenant_->hits.load(std::memory_order_relaxed);
+    ReplyBulk(
+        "# Server\r\nredis_version:7.0.0\r\nkvpool_version:0.1.0\r\n"
+        "redis_mode:standalone\r\n\r\n# Clients\r\nconnected_clients:" +
+        r(tenant_->connections) + "\r\n\r\n# Stats\r\nkvpool_tenant:" + tenant_name_ +
+        "\r\ntotal_commands_processed:" + r(tenant_->requests) +
+        "\r\nkeyspace_hits:" + std::to_string(hits) +
+        "\r\nkeyspace_misses:" + std::to_string(gets - std::min(gets, hits)) +
+        "\r\ntotal_net_input_bytes:" + r(tenant_->bytes_in) +
+        "\r\ntotal_net_output_bytes:" + r(tenant_->bytes_out) + "\r\n");
   } else if (cmd == "INFO") {
     StoreStats st = store->GetStats();
     ServerStats ss = server_.GetStats();

@@ -19,14 +19,17 @@ bool SameToken(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant) const {
+Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant,
+                          uint32_t* max_connections) const {
   if (tenant) tenant->clear();
+  if (max_connections) *max_connections = 0;
   if (open()) return Status::Ok();
   for (const Tenant& t : tenants_) {
     if (!SameToken(t.token, token)) continue;
     for (const std::string& pattern : t.namespaces) {
       if (!Matches(pattern, ns)) continue;
       if (tenant) *tenant = t.name;
+      if (max_connections) *max_connections = t.max_connections;
       return Status::Ok();
     }
     return Status::Refused("namespace '" + std::string(ns) + "' is not open to this token");

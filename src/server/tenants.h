@@ -7,6 +7,7 @@
 #ifndef KVPOOL_SERVER_TENANTS_H_
 #define KVPOOL_SERVER_TENANTS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@ struct Tenant {
   std::string token;
   // Namespaces this tenant may open: exact names, or a prefix ending in '*'.
   std::vector<std::string> namespaces;
+  uint32_t max_connections = 0;  // open at once, on this node; 0: no cap of its own
 };
 
 class Tenants {
@@ -30,9 +32,10 @@ class Tenants {
   // With no tenants configured every namespace is open and tokens are ignored.
   bool open() const { return tenants_.empty(); }
   // OK, or kRefused with a message that names neither the token nor other tenants. On OK
-  // `*tenant` (if given) is the tenant's name ("" on an open node).
-  Status Authorize(std::string_view token, std::string_view ns,
-                   std::string* tenant = nullptr) const;
+  // `*tenant` (if given) is the tenant's name ("" on an open node) and `*max_connections`
+  // its connection cap (0: none).
+  Status Authorize(std::string_view token, std::string_view ns, std::string* tenant = nullptr,
+                   uint32_t* max_connections = nullptr) const;
 
  private:
   std::vector<Tenant> tenants_;
