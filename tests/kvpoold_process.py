@@ -4,10 +4,20 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 import unittest
+
+
+def free_port():
+    """A loopback TCP port nothing listens on now (for servers that cannot take port 0)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 class Kvpoold:

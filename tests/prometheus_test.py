@@ -22,18 +22,10 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kvpoold_process import Kvpoold  # noqa: E402
+from kvpoold_process import Kvpoold, free_port  # noqa: E402
 
 BUILD = None
 PROMETHEUS = shutil.which("prometheus")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, timeout=5):

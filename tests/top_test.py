@@ -23,19 +23,11 @@ import unittest
 
 BUILD = sys.argv.pop(1) if len(sys.argv) > 1 else "build"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kvpoold_process import Kvpoold  # noqa: E402
+from kvpoold_process import Kvpoold, free_port  # noqa: E402
 
 TMUX = shutil.which("tmux")
 ETCD = shutil.which("etcd")
 KVPOOL = os.path.join(BUILD, "kvpool")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def http_port(d):
