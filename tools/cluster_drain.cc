@@ -73,7 +73,10 @@ int DrainCommand(int argc, char** argv) {
   auto pod = cluster::Membership::FromEtcd(cluster::SplitEndpoints(etcd), prefix, 1000);
   if (!pod->WaitReady(3000)) return Fail("etcd at " + etcd + " did not answer within 3 s");
   std::string address;
-  for (const auto& m : *pod->Current().members) {
+  // The view holds the list alive while it is read (a range-for over *Current().members
+  // would read a list the watcher may free meanwhile).
+  cluster::MembershipView listed = pod->Current();
+  for (const auto& m : *listed.members) {
     if (m.id == node || m.address == node) address = m.address, node = m.id;
   }
   if (address.empty()) return Fail("no member '" + node + "' under " + prefix + " in etcd");
@@ -87,7 +90,8 @@ int DrainCommand(int argc, char** argv) {
   while (true) {
     rest.clear();
     bool gone = true;
-    for (const auto& m : *pod->Current().members) {
+    cluster::MembershipView view = pod->Current();
+    for (const auto& m : *view.members) {
       if (m.id == node) {
         gone = false;
       } else {
