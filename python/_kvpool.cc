@@ -420,6 +420,9 @@ PYBIND11_MODULE(_kvpool, m) {
              Check(r.status());
              return *r;
            })
+      .def_property_readonly(
+          "crc_failures", [](ClientFace& c) { return c.c->stats().crc_failures; },
+          "Gets whose value did not match the CRC32C it was put with (answered as misses).")
       .def(
           "shared_memory",
           [](ClientFace& c) {
