@@ -247,6 +247,9 @@ class PoolClient::Impl {
         Node* prev =
             era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(key))].get();
         if (prev->member.id == live_[OwnerIndex(key)]->member.id) continue;
+        if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop))) {
+          continue;  // gone: it cannot return the old bytes either
+        }
         by_prev[prev].push_back(KeyOp{key, {}});
       }
     }
