@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <unordered_set>
 
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
@@ -155,12 +156,13 @@ class PoolClient::Impl {
   // are also stored at their owner now (insert-only), so the next get hits there.
   template <class OpT, class Submit>
   void ReadThrough(std::span<OpT> ops, Submit submit, bool keep, Deadline deadline) {
-    auto now = Clock::now();
-    while (!eras_.empty() && eras_.back().until < now) eras_.pop_back();
+    ExpireEras();
     if (eras_.empty() || live_.empty()) return;
     std::vector<size_t> missing;
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].status.code() == Code::kNotFound) missing.push_back(i);
+      if (ops[i].status.code() == Code::kNotFound && !tombstones_.count(ops[i].key)) {
+        missing.push_back(i);
+      }
     }
     std::vector<std::pair<size_t, Node*>> found;  // op index, owner now
     for (const Era& era : eras_) {
@@ -214,6 +216,12 @@ class PoolClient::Impl {
     if (keep) KeepAtOwners(ops, found, deadline);
   }
 
+  void ExpireEras() {
+    auto now = Clock::now();
+    while (!eras_.empty() && eras_.back().until < now) eras_.pop_back();
+    if (eras_.empty()) tombstones_.clear();
+  }
+
   // Stores the blocks a read-through found at their owners now (insert-only).
   template <class OpT>
   void KeepAtOwners(std::span<OpT> ops, const std::vector<std::pair<size_t, Node*>>& found,
@@ -238,9 +246,16 @@ class PoolClient::Impl {
   // An erase or overwrite also reaches the previous owners, so that a read-through can
   // never bring back bytes the pool no longer holds for that key.
   void ForgetPrevious(std::span<const BlockKey> keys, Deadline deadline) {
-    auto now = Clock::now();
-    while (!eras_.empty() && eras_.back().until < now) eras_.pop_back();
+    ExpireEras();
     if (eras_.empty() || live_.empty()) return;
+    // A previous owner that misses the erase (down now, back later) must not hand the old
+    // bytes out either: these keys are never read through again in this handoff.
+    tombstones_.insert(keys.begin(), keys.end());
+    if (tombstones_.size() > kMaxTombstones) {  // too many to track: end the handoff
+      eras_.clear();
+      tombstones_.clear();
+      return;
+    }
     std::map<Node*, std::vector<KeyOp>> by_prev;
     for (const Era& era : eras_) {
       for (const BlockKey& key : keys) {
@@ -368,6 +383,8 @@ class PoolClient::Impl {
   const BlockKey ns_root_;
   std::vector<std::shared_ptr<Node>> live_nodes_;  // live_, owning
   std::deque<Era> eras_;                           // newest first
+  static constexpr size_t kMaxTombstones = 1 << 20;
+  std::unordered_set<BlockKey, BlockKeyHash> tombstones_;  // erased or overwritten meanwhile
   uint64_t handoff_reads_ = 0, handoff_hits_ = 0, handoff_kept_ = 0;
   uint64_t version_ = 0;
   std::map<std::string, std::shared_ptr<Node>>
