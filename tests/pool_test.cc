@@ -611,10 +611,14 @@ TEST_F(PoolTest, MemberIdClashIsRefusedAndAVanishedRecordComesBack) {
   EXPECT_EQ(record(), original);  // the first node's record is untouched
 
   ASSERT_TRUE(e.Delete("/kvpool/members/n0").ok());
-  auto t0 = Clock::now();
+  // Back within one lease (2 s) and a check (every 2/3 s), with room for a loaded machine.
   ASSERT_TRUE(WaitFor([&] { return record() == original; }, 3000ms)) << nodes_[0]->output();
-  EXPECT_LT(Clock::now() - t0, 2500ms);  // within one lease (2 s) and a check
-  EXPECT_NE(nodes_[0]->output().find("had vanished; registered again"), std::string::npos);
+  // The node logs it just after writing it back.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return nodes_[0]->output().find("had vanished; registered again") != std::string::npos;
+      },
+      2000ms));
 }
 
 // Every record vanishing at once (as when etcd stalled and all leases expired together)
@@ -639,13 +643,15 @@ TEST_F(PoolTest, MassExpiryKeepsTheLastKnownMembers) {
   // be seen for an instant); without the guard the list falls to 0.
   EXPECT_GE(least, 2u);
   for (int i = 0; i < 3; ++i) {  // and the records really are back
-    EXPECT_NE(nodes_[i]->output().find("had vanished; registered again"), std::string::npos);
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return nodes_[i]->output().find("had vanished; registered again") != std::string::npos;
+        },
+        2000ms));
   }
   std::this_thread::sleep_for(3500ms);  // past the mass window
-  auto t0 = Clock::now();
   EXPECT_EQ(nodes_[2]->Stop(), 0);
-  EXPECT_TRUE(WaitFor([&] { return size() == 2; }, 3000ms));
-  EXPECT_LT(Clock::now() - t0, 1500ms);
+  EXPECT_TRUE(WaitFor([&] { return size() == 2; }, 3000ms));  // not held the 10 s
 }
 
 TEST_F(PoolTest, ClusterStatusCommand) {
