@@ -426,23 +426,18 @@ void Reload(int argc, char** argv, Loaded& running, kvpool::server::Server* serv
     return;
   }
   DaemonConfig& now = running.config;
-  std::vector<std::string> needs_restart;
+  auto reloadable = [](const std::string& key) {
+    const auto& r = kvpool::server::kReloadableSettings;
+    return std::find(std::begin(r), std::end(r), key) != std::end(r);
+  };
+  std::vector<std::string> needs_restart;  // changed, added or removed, and not reloadable
   for (const auto& [key, value] : next->file_settings) {
     auto was = running.file_settings.find(key);
-    if (was != running.file_settings.end() && was->second == value) continue;
-    if (std::find(std::begin(kvpool::server::kReloadableSettings),
-                  std::end(kvpool::server::kReloadableSettings),
-                  key) == std::end(kvpool::server::kReloadableSettings)) {
-      needs_restart.push_back(key);
-    }
+    bool same = was != running.file_settings.end() && was->second == value;
+    if (!same && !reloadable(key)) needs_restart.push_back(key);
   }
   for (const auto& [key, value] : running.file_settings) {
-    if (!next->file_settings.count(key) &&
-        std::find(std::begin(kvpool::server::kReloadableSettings),
-                  std::end(kvpool::server::kReloadableSettings),
-                  key) == std::end(kvpool::server::kReloadableSettings)) {
-      needs_restart.push_back(key);
-    }
+    if (!next->file_settings.count(key) && !reloadable(key)) needs_restart.push_back(key);
   }
   server->SetTenants(next->config.server.tenants);
   kvpool::log::SetLevel(next->config.log_level);

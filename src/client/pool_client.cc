@@ -61,6 +61,7 @@ void ParseStats(const std::string& text, PoolMemberStatus* out) {
 
 class PoolClient::Impl {
  public:
+  struct Era;  // below
   explicit Impl(const PoolOptions& o, std::unique_ptr<cluster::Membership> m)
       : options_(o), membership_(std::move(m)), ns_root_(NamespaceRoot(o.client.ns)) {
     prober_ = std::thread([this] { Probe(); });
@@ -169,14 +170,7 @@ class PoolClient::Impl {
       if (missing.empty()) break;
       std::map<Node*, std::vector<size_t>> by_prev;
       for (size_t i : missing) {
-        Node* prev =
-            era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(ops[i].key))].get();
-        Node* cur = live_[OwnerIndex(ops[i].key)];
-        if (prev->member.id == cur->member.id) continue;
-        if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop))) {
-          continue;  // gone for good: asking would cost a timeout per batch
-        }
-        by_prev[prev].push_back(i);
+        if (Node* prev = PreviousOwner(era, ops[i].key)) by_prev[prev].push_back(i);
       }
       std::vector<std::pair<Node*, std::vector<OpT>>> parts;
       std::vector<Result<Client::Ticket>> tickets;
@@ -214,6 +208,16 @@ class PoolClient::Impl {
       missing = std::move(still);
     }
     if (keep) KeepAtOwners(ops, found, deadline);
+  }
+
+  // The key's owner in `era` when it differs from its owner now and is not failing (a
+  // node gone for good would cost a timeout per call); else null.
+  Node* PreviousOwner(const Era& era, const BlockKey& key) {
+    Node* prev = era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(key))].get();
+    if (prev->member.id == live_[OwnerIndex(key)]->member.id) return nullptr;
+    if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop)))
+      return nullptr;
+    return prev;
   }
 
   void ExpireEras() {
@@ -259,13 +263,7 @@ class PoolClient::Impl {
     std::map<Node*, std::vector<KeyOp>> by_prev;
     for (const Era& era : eras_) {
       for (const BlockKey& key : keys) {
-        Node* prev =
-            era.live[era.placement.size() == 1 ? 0 : era.placement.Owner(Placed(key))].get();
-        if (prev->member.id == live_[OwnerIndex(key)]->member.id) continue;
-        if (prev->consecutive_failures >= uint64_t(std::max(1, options_.failures_to_drop))) {
-          continue;  // gone: it cannot return the old bytes either
-        }
-        by_prev[prev].push_back(KeyOp{key, {}});
+        if (Node* prev = PreviousOwner(era, key)) by_prev[prev].push_back(KeyOp{key, {}});
       }
     }
     std::vector<std::pair<Node*, Result<Client::Ticket>>> tickets;
