@@ -386,14 +386,23 @@ PYBIND11_MODULE(_kvpool, m) {
   py::class_<ClientFace> client(m, "Client", "A connection to one kvpoold (one thread at a time).");
   client
       .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
-                       int timeout_ms, uint64_t shared_memory_bytes) {
-             auto c = Client::Create(
-                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes));
+                       int timeout_ms, uint64_t shared_memory_bytes, bool tls,
+                       const std::string& tls_ca, const std::string& tls_cert,
+                       const std::string& tls_key, const std::string& tls_server_name) {
+             ClientOptions o =
+                 MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes);
+             SetTls(o, tls, tls_ca, tls_cert, tls_key, tls_server_name);
+             auto c = Client::Create(o);
              Check(c.status());
              return ClientFace{std::move(c).value()};
            }),
            py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "default",
-           py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("shared_memory_bytes") = 0)
+           py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("shared_memory_bytes") = 0,
+           py::arg("tls") = false, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
+           py::arg("tls_key") = "", py::arg("tls_server_name") = "",
+           "TLS: tls=True (or tls_ca/tls_cert given) speaks TLS 1.3; tls_ca: the CA bundle "
+           "the node's certificate must chain to (default: the system's); tls_cert/tls_key: "
+           "a client certificate for mutual TLS.")
       .def(
           "match_prefix",
           [](ClientFace& c, const py::iterable& keys) -> int64_t {
@@ -513,19 +522,23 @@ PYBIND11_MODULE(_kvpool, m) {
 
   py::class_<PoolFace> pool(m, "Pool", "The pod pool: many kvpoold nodes as one store.");
   pool.def(py::init([](const std::string& members, const std::string& etcd, const std::string& ns,
-                       int node_timeout_ms, const std::string& token) {
+                       int node_timeout_ms, const std::string& token, bool tls,
+                       const std::string& tls_ca, const std::string& tls_cert,
+                       const std::string& tls_key) {
              PoolOptions o;
              o.members = members;
              o.etcd = etcd;
              o.client.ns = ns;
              o.client.token = token;
+             SetTls(o.client, tls, tls_ca, tls_cert, tls_key, "");
              o.node_timeout_ms = node_timeout_ms;
              auto c = PoolClient::Create(o);
              Check(c.status());
              return PoolFace{std::move(c).value()};
            }),
            py::arg("members") = "", py::arg("etcd") = "", py::arg("namespace") = "default",
-           py::arg("node_timeout_ms") = 300, py::arg("token") = "")
+           py::arg("node_timeout_ms") = 300, py::arg("token") = "", py::arg("tls") = false,
+           py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "")
       .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); })
       .def(
           "match_prefix",

@@ -117,6 +117,16 @@ inline ClientOptions MakeClientOptions(const std::string& address, const std::st
   return o;
 }
 
+// TLS settings of a Client or Pool: tls=True (or any tls_* given) speaks TLS 1.3.
+inline void SetTls(ClientOptions& o, bool tls, const std::string& ca, const std::string& cert,
+                   const std::string& key, const std::string& server_name) {
+  o.tls = tls || !ca.empty() || !cert.empty();
+  o.tls_ca = ca;
+  o.tls_cert = cert;
+  o.tls_key = key;
+  o.tls_server_name = server_name;
+}
+
 inline void Check(const Status& s) {
   if (s.ok()) return;
   if (s.code() == Code::kInvalidArgument || s.code() == Code::kTooLarge)

@@ -8,7 +8,7 @@ PKGS=(build-essential cmake pkg-config liburing-dev libxxhash-dev libisal-dev
       etcd-server etcd-client nlohmann-json3-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-xxhash python3-torch
       libssl-dev libzmq3-dev libmsgpack-dev libdlpack-dev python3-zmq python3-msgpack python3-cbor2
-      chromium fonts-dejavu-core python3-pil python3-matplotlib tmux)
+      chromium fonts-dejavu-core python3-pil python3-matplotlib tmux openssl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

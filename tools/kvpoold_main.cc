@@ -85,6 +85,14 @@ options:
                          so the reactors win the CPU from clients and batch jobs on the
                          same host; needs root or CAP_SYS_NICE, else it is logged and
                          they run at the process's priority; 0 leaves them alone)
+  --tls-cert FILE        PEM certificate chain: the native, RESP and HTTP ports speak
+                         TLS 1.3 only (the Unix socket stays plain); reloaded on SIGHUP
+  --tls-key FILE         its private key (default: in --tls-cert)
+  --tls-client-ca FILE   CA of client certificates: clients may present one, peer
+                         connections (drain, other nodes) must
+  --tls-require-client-cert
+                         mutual TLS: refuse clients without a certificate of
+                         --tls-client-ca
   --no-prefault          do not touch the DRAM tier at start (faster start, slower
                          first puts)
   --flash-fresh          start with an empty flash tier (by default the blocks on the
@@ -123,9 +131,10 @@ Signals: SIGTERM or SIGINT stop it cleanly: blocks held only in DRAM are written
 flash first (store.flush_on_close), and the next start finds them. After a crash
 (kill -9) the blocks of every completed flash region are found; none is ever wrong
 or comes back erased. A second kvpoold on the same data directory is refused.
-SIGHUP reads --config FILE again and applies the tenants (new connections
-authenticate against them) and the log level; it logs the settings that changed
-but take a restart.
+SIGHUP reads the TLS certificate and key again (renewed files apply to new
+connections; a broken pair keeps the running one), reads --config FILE again and
+applies the tenants (new connections authenticate against them) and the log
+level; it logs the settings that changed but take a restart.
 )";
 
 void Log(const std::string& msg) { kvpool::log::Info(msg); }
@@ -221,10 +230,11 @@ kvpool::Result<std::unique_ptr<kvpool::server::HttpEndpoint>> StartHttp(
        [snapshot] { return kvpool::server::RenderStatusJson(snapshot()); }},
       {"/", "text/html; charset=utf-8", [] { return kvpool::server::StatusPage(); }},
   };
-  auto h = kvpool::server::HttpEndpoint::Start(listen, std::move(routes));
+  auto h = kvpool::server::HttpEndpoint::Start(listen, std::move(routes),
+                                               [server] { return server->tls(); });
   if (!h.ok()) return h.status();
   std::string base =
-      "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string((*h)->port());
+      (server->tls() ? "https://" : "http://") + listen.substr(0, listen.rfind(':')) + ":" + std::to_string((*h)->port());
   Log("http: live page " + base + "/, metrics " + base + "/metrics, JSON " + base + "/api/stats");
   return h;
 }
@@ -380,6 +390,14 @@ kvpool::Result<Loaded> Load(int argc, char** argv) {
         else
           return Bad("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
       }
+    } else if (a == "--tls-cert" || a == "--tls-key" || a == "--tls-client-ca") {
+      const char* v = value();
+      if (!v) return Bad(a + " needs a file");
+      if (a == "--tls-cert") c.server.tls.cert_file = v;
+      if (a == "--tls-key") c.server.tls.key_file = v;
+      if (a == "--tls-client-ca") c.server.tls.ca_file = v;
+    } else if (a == "--tls-require-client-cert") {
+      c.server.tls.require_client_cert = true;
     } else if (a == "--no-prefault") {
       c.store.prefault = false;
     } else if (a == "--flash-fresh") {
@@ -415,6 +433,14 @@ kvpool::Result<Loaded> Load(int argc, char** argv) {
 // tenants and the log level apply now; a setting the file changed that takes a restart is
 // named, and keeps its running value. A file that no longer parses changes nothing.
 void Reload(int argc, char** argv, Loaded& running, kvpool::server::Server* server) {
+  if (!running.config.server.tls.cert_file.empty()) {
+    kvpool::Status t = server->ReloadTls();
+    if (t.ok()) {
+      Log("SIGHUP: TLS certificate and key read again from " + running.config.server.tls.cert_file);
+    } else {
+      kvpool::log::Error("SIGHUP: " + std::string(t.message()) + "; keeping the running TLS keys");
+    }
+  }
   if (running.config_file.empty()) {
     Log("SIGHUP: started without --config, nothing to reload");
     return;
@@ -487,7 +513,11 @@ int main(int argc, char** argv) {
           << " max_value=" << kvpool::FormatSize(c.store.max_value_bytes)
           << " max_batch=" << c.server.limits.max_batch << " tenants=" << c.server.tenants.size()
           << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix)
-          << " kv_events=" << (c.events.endpoint.empty() ? "off" : c.events.endpoint);
+          << " kv_events=" << (c.events.endpoint.empty() ? "off" : c.events.endpoint) << " tls="
+          << (c.server.tls.cert_file.empty()       ? "off"
+              : c.server.tls.require_client_cert ? "on (client certificates required)"
+              : c.server.tls.ca_file.empty()     ? "on"
+                                                 : "on (client certificates optional)");
   if (loaded->print_config) {
     std::printf("%s\n", summary.str().c_str());
     return 0;

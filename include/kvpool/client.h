@@ -45,6 +45,12 @@ struct ClientOptions {
   // scoped by `ns`; ListBlocks and Leave work. `token` must be the cluster's peer token
   // when the node has tenants.
   bool peer = false;
+  // TLS 1.3 to a node whose TCP port has it (kvpoold --tls-cert). tls_ca: PEM bundle the
+  // node's certificate must chain to ("": the system's CAs); tls_cert/tls_key: this
+  // client's certificate, for nodes that ask for one (mutual TLS; peers must present one);
+  // tls_server_name: the name the node's certificate must carry ("": the address's host).
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
 
 // An absolute limit on a batch call, on the monotonic clock. Deadline{} is none (then only

@@ -19,6 +19,7 @@
 #include "common/crc32c.h"
 #include "net/protocol.h"
 #include "net/socket.h"
+#include "net/tls.h"
 
 namespace kvpool {
 
@@ -32,6 +33,17 @@ class Client::Impl {
   }
 
   Status Init() {
+    if (o_.tls) {
+      if (address_.unix_socket) return Status::InvalidArgument("TLS needs a TCP address");
+      net::TlsOptions t;
+      t.ca_file = o_.tls_ca;
+      t.cert_file = o_.tls_cert;
+      t.key_file = o_.tls_key;
+      t.server_name = o_.tls_server_name.empty() ? address_.host : o_.tls_server_name;
+      auto ctx = net::TlsContext::Client(t);
+      if (!ctx.ok()) return ctx.status();
+      tls_ctx_ = std::move(ctx).value();
+    }
     if (o_.shared_memory_bytes == 0) return Status::Ok();
     if (o_.shared_memory_bytes <= net::kShmControlBytes) {
       return Status::InvalidArgument("shared_memory_bytes too small");
@@ -60,11 +72,11 @@ class Client::Impl {
     ++stats_.connects;
     Status s = Handshake();
     if (!s.ok() && s.code() == Code::kTimeout && deadline_ns_ != 0 && NowNanos() >= deadline_ns_) {
-      fd_.reset();  // the caller's deadline, not a dead server: retry on the next call
+      ResetSocket();  // the caller's deadline, not a dead server: retry on the next call
       return s;
     }
     if (!s.ok()) {
-      fd_.reset();
+      ResetSocket();
       ++stats_.connect_failures;
       last_connect_error_ = "kvpoold at " + address_.ToString() + ": " + s.ToString();
       retry_after_ns_ = NowNanos() + 100'000'000ull;  // do not hammer a dead server
@@ -89,6 +101,12 @@ class Client::Impl {
     setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     net::SetBufferSizes(fd_.get(), 4 << 20);
+    if (tls_ctx_) {
+      auto session = tls_ctx_->NewSession(fd_.get());
+      if (!session.ok()) return session.status();
+      tls_ = std::move(session).value();
+      if (Status t = net::TlsHandshake(*tls_, fd_.get(), connect_ms); !t.ok()) return t;
+    }
     net::HelloRequest hello{o_.ns, o_.token,
                             (shm_ ? net::kHelloWantShm : 0u) | (o_.peer ? net::kHelloPeer : 0u),
                             shm_ ? o_.shared_memory_bytes : 0};
@@ -113,8 +131,13 @@ class Client::Impl {
     return Status::Ok();
   }
 
-  void Disconnect(const Status& why) {
+  void ResetSocket() {
+    tls_.reset();
     fd_.reset();
+  }
+
+  void Disconnect(const Status& why) {
+    ResetSocket();
     ++stats_.io_failures;
     for (Pending& p : pending_) Complete(p, why);
     pending_.clear();
@@ -129,6 +152,7 @@ class Client::Impl {
     iov.push_back(iovec{const_cast<std::byte*>(head.data()), head.size()});
     if (!meta.empty()) iov.push_back(iovec{const_cast<std::byte*>(meta.data()), meta.size()});
     iov.insert(iov.end(), data.begin(), data.end());
+    if (tls_) return SendTls(iov);
     size_t i = 0;
     while (i < iov.size()) {
       msghdr msg{};
@@ -153,8 +177,71 @@ class Client::Impl {
     return Status::Ok();
   }
 
+  // TLS: small pieces (the header, the metadata) go out in one record with what follows;
+  // values are written from the caller's memory, each as its own records.
+  Status SendTls(std::span<const iovec> iov) {
+    constexpr size_t kCoalesce = 16 << 10;
+    std::vector<std::byte> staged;
+    auto write = [&](const void* data, size_t len) -> Status {
+      auto* p = static_cast<const char*>(data);
+      while (len > 0) {
+        if (deadline_ns_ != 0) {
+          if (Status s = WaitReady(POLLOUT); !s.ok()) return s;
+        }
+        size_t put = 0;
+        net::TlsSession::Io io = tls_->Write(p, len, &put);
+        if (io == net::TlsSession::Io::kOk) {
+          p += put;
+          len -= put;
+        } else if (io == net::TlsSession::Io::kWantWrite || io == net::TlsSession::Io::kWantRead) {
+          if (deadline_ns_ == 0) return Status::Timeout("send timed out");
+        } else {
+          return Status::Unavailable("TLS send: " + (io == net::TlsSession::Io::kClosed
+                                                         ? std::string("server closed")
+                                                         : tls_->error()));
+        }
+      }
+      return Status::Ok();
+    };
+    for (const iovec& v : iov) {
+      if (v.iov_len < 4096 && staged.size() + v.iov_len <= kCoalesce) {
+        auto* b = static_cast<const std::byte*>(v.iov_base);
+        staged.insert(staged.end(), b, b + v.iov_len);
+        continue;
+      }
+      if (!staged.empty()) {
+        if (Status s = write(staged.data(), staged.size()); !s.ok()) return s;
+        staged.clear();
+      }
+      if (Status s = write(v.iov_base, v.iov_len); !s.ok()) return s;
+    }
+    return staged.empty() ? Status::Ok() : write(staged.data(), staged.size());
+  }
+
+  Status ReadTls(std::byte* p, size_t n) {
+    while (n > 0) {
+      if (deadline_ns_ != 0 && !tls_->HasPending()) {
+        if (Status s = WaitReady(POLLIN); !s.ok()) return s;
+      }
+      size_t got = 0;
+      net::TlsSession::Io io = tls_->Read(p, n, &got);
+      if (io == net::TlsSession::Io::kOk) {
+        p += got;
+        n -= got;
+      } else if (io == net::TlsSession::Io::kWantRead || io == net::TlsSession::Io::kWantWrite) {
+        if (deadline_ns_ == 0) return Status::Timeout("no answer within request_timeout_ms");
+      } else if (io == net::TlsSession::Io::kClosed) {
+        return Status::Unavailable("server closed the connection");
+      } else {
+        return Status::Unavailable("TLS receive: " + tls_->error());
+      }
+    }
+    return Status::Ok();
+  }
+
   Status ReadAll(void* dst, size_t n) {
     auto* p = static_cast<std::byte*>(dst);
+    if (tls_) return ReadTls(p, n);
     if (o_.busy_poll_us > 0 && n > 0 && !shm_) {  // spin briefly before sleeping in recv
       uint64_t until = NowNanos() + uint64_t{o_.busy_poll_us} * 1000;
       while (n > 0 && NowNanos() < until) {
@@ -569,6 +656,8 @@ class Client::Impl {
   const ClientOptions o_;
   const net::Address address_;
   net::Fd fd_, memfd_;
+  std::shared_ptr<const net::TlsContext> tls_ctx_;  // set when options ask for TLS
+  std::unique_ptr<net::TlsSession> tls_;             // the connection's, with fd_
   std::byte* shm_ = nullptr;
   net::Limits limits_;
   uint64_t next_id_ = 0;

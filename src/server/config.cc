@@ -186,6 +186,15 @@ Setter Str(std::function<void(DaemonConfig*, std::string)> set) {
   };
 }
 
+Setter Bool(std::function<void(DaemonConfig*, bool)> set) {
+  return [set](const Value& v, DaemonConfig* c) -> Status {
+    auto b = AsBool(v);
+    if (!b.ok()) return b.status();
+    set(c, *b);
+    return Status::Ok();
+  };
+}
+
 // A setting that is one of two words; `set` gets whether it is the second.
 Setter Either(std::string a, std::string b, std::function<void(DaemonConfig*, bool)> set) {
   return [a, b, set](const Value& v, DaemonConfig* c) -> Status {
@@ -242,6 +251,30 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
              3'600'000),
         "close a connection that has not sent its HELLO (native) or a first command (RESP) "
         "this long after it was accepted, in ms (default 10000; 0: never)"}},
+      {"server.request_timeout_ms",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.request_timeout_ms = unsigned(n); },
+             3'600'000),
+        "close a connection part-way through a request (or not taking its answer) this long "
+        "after its previous request, in ms: byte-at-a-time senders cannot hold a slot "
+        "(default 30000; 0: never)"}},
+      {"server.idle_timeout_ms",
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.idle_timeout_ms = unsigned(n); },
+             86'400'000),
+        "close a connection that sent no request this long, in ms (default 0: never)"}},
+      {"server.tls_cert",
+       {Str([](DaemonConfig* c, std::string s) { c->server.tls.cert_file = s; }),
+        "PEM certificate chain: TLS 1.3 on the native, RESP and HTTP ports (default \"\": "
+        "plain); reloaded on SIGHUP"}},
+      {"server.tls_key",
+       {Str([](DaemonConfig* c, std::string s) { c->server.tls.key_file = s; }),
+        "PEM private key of tls_cert (default: in tls_cert)"}},
+      {"server.tls_client_ca",
+       {Str([](DaemonConfig* c, std::string s) { c->server.tls.ca_file = s; }),
+        "PEM CA of client certificates: clients may present one, peer connections must "
+        "(default \"\": none asked for)"}},
+      {"server.tls_require_client_cert",
+       {Bool([](DaemonConfig* c, bool b) { c->server.tls.require_client_cert = b; }),
+        "refuse clients without a certificate of tls_client_ca: mutual TLS (default false)"}},
       {"server.max_batch",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
         "items per request (default 1024)"}},

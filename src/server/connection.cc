@@ -4,7 +4,78 @@
 
 #include <cerrno>
 
+#include "common/clock.h"
+#include "common/log.h"
+
 namespace kvpool::server {
+
+Next Connection::Turn() {
+  using Io = net::TlsSession::Io;
+  if (tls_ && !tls_->established()) {
+    switch (tls_->Handshake()) {
+      case Io::kOk:
+        break;
+      case Io::kWantRead:
+        return Next::kRead;
+      case Io::kWantWrite:
+        return Next::kWrite;
+      default:
+        ++counters_.tls_failures;
+        if (log::Enabled(log::Level::kDebug)) log::Debug("TLS handshake: " + tls_->error());
+        return Next::kClose;
+    }
+  }
+  tls_wants_write_ = false;
+  Next next = Drive();
+  bool mid = next != Next::kClose && MidRequest();
+  if (mid && !was_mid_) request_start_ns_ = NowNanos();
+  was_mid_ = mid;
+  if (tls_ && next == Next::kRead) {
+    if (tls_wants_write_) return Next::kWrite;
+    // Decrypted bytes the protocol's buffer had no room for: the socket will not say so.
+    if (tls_->HasPending()) return Next::kAgain;
+  }
+  return next;
+}
+
+ssize_t Connection::Receive(void* buf, size_t len) {
+  ssize_t n;
+  if (!tls_) {
+    do {
+      n = ::recv(fd_.get(), buf, len, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+  } else {
+    using Io = net::TlsSession::Io;
+    size_t got = 0;
+    switch (tls_->Read(buf, len, &got)) {
+      case Io::kOk:
+        n = static_cast<ssize_t>(got);
+        break;
+      case Io::kWantWrite:
+        tls_wants_write_ = true;
+        [[fallthrough]];
+      case Io::kWantRead:
+        errno = EAGAIN;
+        return -1;
+      case Io::kClosed:
+        return 0;
+      default:
+        ++counters_.tls_failures;
+        errno = EIO;
+        return -1;
+    }
+  }
+  return n;
+}
+
+ssize_t Connection::ReceiveV(const iovec* iov, int n) {
+  if (tls_) return Receive(iov[0].iov_base, iov[0].iov_len);  // the caller loops
+  ssize_t got;
+  do {
+    got = ::readv(fd_.get(), iov, n);
+  } while (got < 0 && errno == EINTR);
+  return got;
+}
 
 bool Connection::CountAs(TenantCounters* tenant, uint32_t cap) {
   if (tenant_ == tenant) return true;
@@ -32,6 +103,9 @@ std::string Connection::TenantStatsText() const {
 }
 
 void Connection::CountRequest() {
+  // The next request starts no earlier than this one's end (a pipelining client is always
+  // part-way through one: its clock restarts with every request it completes).
+  request_start_ns_ = last_request_ns_ = NowNanos();
   ++counters_.requests;
   if (tenant_) tenant_->requests.fetch_add(1, std::memory_order_relaxed);
 }
@@ -78,6 +152,8 @@ void Connection::ResetOutput() {
 }
 
 bool Connection::Flush(bool* failed) {
+  // With kTLS the kernel encrypts what sendmsg hands it: the gathered path below serves.
+  if (tls_ && !tls_->ktls_send()) return SendTls(failed);
   constexpr size_t kMaxIov = 64;
   while (out_pos_ < out_total_) {
     iovec iov[kMaxIov];
@@ -114,6 +190,32 @@ bool Connection::Flush(bool* failed) {
         piece_pos_ += left;
         left = 0;
       }
+    }
+  }
+  ResetOutput();
+  return true;
+}
+
+bool Connection::SendTls(bool* failed) {
+  using Io = net::TlsSession::Io;
+  while (out_pos_ < out_total_) {
+    const Piece& p = pieces_[piece_];
+    const std::byte* base = (p.owned ? out_bytes_.data() + p.offset : p.ptr) + piece_pos_;
+    size_t put = 0;
+    Io io = tls_->Write(base, p.len - piece_pos_, &put);
+    if (io == Io::kWantWrite || io == Io::kWantRead) return false;
+    if (io != Io::kOk) {
+      if (io == Io::kFailed) ++counters_.tls_failures;
+      *failed = true;
+      return false;
+    }
+    counters_.bytes_out += put;
+    if (tenant_) tenant_->bytes_out.fetch_add(put, std::memory_order_relaxed);
+    out_pos_ += put;
+    piece_pos_ += put;
+    if (piece_pos_ == p.len) {
+      ++piece_;
+      piece_pos_ = 0;
     }
   }
   ResetOutput();

@@ -1,6 +1,7 @@
 // A connection owned by one reactor: the native and RESP protocol state machines derive
-// from it. The reactor calls Drive() when the socket is readable or writable (or when the
-// connection asked to run again); Drive does as much work as it can without blocking.
+// from it. The reactor calls Turn() when the socket is readable or writable (or when the
+// connection asked to run again); it runs the TLS handshake if the connection has TLS, then
+// Drive, which does as much work as it can without blocking.
 #ifndef KVPOOL_SERVER_CONNECTION_H_
 #define KVPOOL_SERVER_CONNECTION_H_
 
@@ -15,6 +16,7 @@
 
 #include "kvpool/store.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "server/tenant_stats.h"
 
 namespace kvpool::server {
@@ -23,7 +25,7 @@ class Server;
 // Written only by the owning reactor's thread (uncontended); read by Server::GetStats.
 struct ReactorCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0}, auth_failures{0},
-      bytes_in{0}, bytes_out{0}, handshake_timeouts{0};
+      bytes_in{0}, bytes_out{0}, handshake_timeouts{0}, tls_failures{0}, request_timeouts{0};
 };
 
 enum class Next {
@@ -80,19 +82,34 @@ class Connection {
   virtual ~Connection() {
     if (tenant_) tenant_->connections.fetch_sub(1, std::memory_order_relaxed);
   }
+  // What the protocol implements: as much work as can be done without blocking.
   virtual Next Drive() = 0;
+  // One turn: the TLS handshake while it lasts, then the protocol's Drive(). The reactor
+  // calls this, never Drive() directly.
+  Next Turn();
+  // Serves the socket with TLS from now on (before the first Turn).
+  void UseTls(std::unique_ptr<net::TlsSession> tls) { tls_ = std::move(tls); }
+  bool tls() const { return tls_ != nullptr; }
   int fd() const { return fd_.get(); }
   // Set by the reactor once, before the first Drive; id is unique within the process.
   void Attach(ReactorContext* reactor, uint64_t id, uint64_t now_ns) {
     reactor_ = reactor;
     id_ = id;
-    attached_ns_ = now_ns;
+    attached_ns_ = request_start_ns_ = last_request_ns_ = now_ns;
   }
   uint64_t attached_ns() const { return attached_ns_; }
   // Whether the client has done what makes it a client: a native HELLO accepted, a first
   // RESP command completed. Connections that have not within the server's handshake
   // timeout are closed (a port full of silent sockets must not lock clients out).
   virtual bool Handshaken() const = 0;
+  // Whether part of a request has arrived and the rest has not: a client that stays so
+  // longer than the server's request timeout is closed (a byte-at-a-time sender must not
+  // hold a connection slot for ever). progress_ns(): when bytes last arrived.
+  virtual bool MidRequest() const = 0;
+  // When the request now in progress began (its first bytes, or the previous request's
+  // end), and when the last request completed: the reactor's request and idle timeouts.
+  uint64_t request_start_ns() const { return request_start_ns_; }
+  uint64_t last_request_ns() const { return last_request_ns_; }
   uint64_t id() const { return id_; }
   // The reactor hands a finished job back (the connection stops waiting, then answers).
   void FinishJob(OffloadJob& job) {
@@ -110,6 +127,13 @@ class Connection {
   void QueueOwned(size_t offset, size_t len);  // a range of out_bytes_
   void QueueView(std::span<const std::byte> bytes);
   void ResetOutput();
+
+  // The socket, through TLS when the connection has it: recv/readv's contract (-1 with
+  // errno EAGAIN when nothing can be read now, 0 when the peer closed).
+  ssize_t Receive(void* buf, size_t len);
+  ssize_t ReceiveV(const iovec* iov, int n);
+  // A certificate the client presented verified against the server's client CA.
+  bool peer_certified() const { return tls_ && tls_->peer_verified(); }
 
   // Per-tenant counts (server/tenant_stats.h): CountAs once the connection authenticated;
   // the rest add to the reactor's counters and, from then on, to the tenant's.
@@ -148,6 +172,11 @@ class Connection {
     const std::byte* ptr;
     size_t len;
   };
+  bool SendTls(bool* failed);  // Flush through a user-space TLS session
+  std::unique_ptr<net::TlsSession> tls_;
+  bool tls_wants_write_ = false;  // a TLS read needs the socket writable first
+  uint64_t request_start_ns_ = 0, last_request_ns_ = 0;
+  bool was_mid_ = false;
   std::vector<Piece> pieces_;
   size_t piece_ = 0, piece_pos_ = 0;
   uint64_t out_pos_ = 0, out_total_ = 0;

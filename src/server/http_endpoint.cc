@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "net/socket.h"
 
@@ -25,7 +26,8 @@ std::string RequestLine(const std::string& req) {
 }  // namespace
 
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& listen,
-                                                          std::vector<HttpRoute> routes) {
+                                                          std::vector<HttpRoute> routes,
+                                                          TlsSource tls) {
   auto addr = net::ParseAddress(listen);
   if (!addr.ok()) {
     return Status::InvalidArgument("HTTP listen address: " + std::string(addr.status().message()));
@@ -38,6 +40,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
   h->port_ = net::LocalPort(h->listen_fd_);
   h->served_ = std::make_unique<std::atomic<uint64_t>[]>(routes.size());
   h->routes_ = std::move(routes);
+  h->tls_ = std::move(tls);
   HttpEndpoint* self = h.get();
   h->thread_ = std::thread([self] { self->Loop(); });
   return h;
@@ -65,13 +68,32 @@ void HttpEndpoint::Loop() {
 }
 
 void HttpEndpoint::Serve(int fd) {
+  constexpr int kTimeoutMs = 2000;
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::unique_ptr<net::TlsSession> tls;
+  if (auto ctx = tls_ ? tls_() : nullptr) {
+    auto s = ctx->NewSession(fd);
+    if (!s.ok()) return;
+    tls = std::move(s).value();
+    if (Status h = net::TlsHandshake(*tls, fd, kTimeoutMs); !h.ok()) {
+      if (log::Enabled(log::Level::kDebug)) log::Debug("http: " + std::string(h.message()));
+      return;
+    }
+  }
   std::string req;
   char buf[2048];
+  uint64_t until = NowNanos() + uint64_t{kTimeoutMs} * 1'000'000;
   while (req.size() < 8192 && req.find("\r\n\r\n") == std::string::npos) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (NowNanos() > until) return;  // a byte at a time: 2 s for the whole request
+    ssize_t n;
+    if (tls) {
+      auto got = net::TlsReadSome(*tls, fd, buf, sizeof buf, kTimeoutMs);
+      n = got.ok() ? static_cast<ssize_t>(*got) : -1;
+    } else {
+      n = recv(fd, buf, sizeof buf, 0);
+    }
     if (n <= 0) return;  // closed, or silent for 2 s
     req.append(buf, static_cast<size_t>(n));
   }
@@ -104,6 +126,10 @@ void HttpEndpoint::Serve(int fd) {
                     "\r\nContent-Length: " + std::to_string(body.size()) +
                     "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
   if (!head) out += body;
+  if (tls) {
+    (void)net::TlsWriteAll(*tls, fd, out.data(), out.size(), kTimeoutMs);
+    return;
+  }
   size_t off = 0;
   while (off < out.size()) {
     ssize_t n = send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);

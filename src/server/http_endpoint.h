@@ -2,7 +2,8 @@
 // and its JSON (/api/stats). A small server of fixed routes, off the reactors.
 //
 // One thread: it accepts on its own socket (loopback by default), reads one request of at
-// most 8 KiB within 2 s, answers it and closes the connection. GET and HEAD only; a query
+// most 8 KiB within 2 s (TLS handshake included, when it has TLS), answers it and closes
+// the connection. GET and HEAD only; a query
 // string is ignored. A client that sends nothing is dropped after 2 s, so it can delay a
 // scrape, not stop it.
 //
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "kvpool/status.h"
+#include "net/tls.h"
 
 namespace kvpool::server {
 
@@ -31,9 +33,13 @@ struct HttpRoute {
 
 class HttpEndpoint {
  public:
+  // The TLS context a request is served with (null: plain HTTP); asked once per connection,
+  // so a reloaded certificate applies to the next one.
+  using TlsSource = std::function<std::shared_ptr<const net::TlsContext>()>;
   // `listen`: "host:port" (port 0: any).
   static Result<std::unique_ptr<HttpEndpoint>> Start(const std::string& listen,
-                                                     std::vector<HttpRoute> routes);
+                                                     std::vector<HttpRoute> routes,
+                                                     TlsSource tls = nullptr);
   ~HttpEndpoint();
   uint16_t port() const { return port_; }
   // Requests answered with 200, per route (index into the routes given to Start).
@@ -47,6 +53,7 @@ class HttpEndpoint {
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::vector<HttpRoute> routes_;
+  TlsSource tls_;
   std::unique_ptr<std::atomic<uint64_t>[]> served_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -171,6 +171,11 @@ std::string RenderMetrics(const NodeStats& node) {
         "Client connections refused (over max_connections).", D(n.connections_refused));
   w.One("kvpool_connections_handshake_timeouts_total", "counter",
         "Connections closed for not completing a handshake in time.", D(n.handshake_timeouts));
+  w.One("kvpool_connections_request_timeouts_total", "counter",
+        "Connections closed part-way through a request (or idle) past the timeouts.",
+        D(n.request_timeouts));
+  w.One("kvpool_tls_failures_total", "counter", "TLS handshakes or records that failed.",
+        D(n.tls_failures));
   w.One("kvpool_requests_total", "counter", "Requests served (native and RESP).", D(n.requests));
   w.One("kvpool_protocol_errors_total", "counter", "Malformed requests.", D(n.protocol_errors));
   w.One("kvpool_auth_failures_total", "counter", "Requests with a wrong or missing token.",

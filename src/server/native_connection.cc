@@ -103,7 +103,7 @@ NativeConnection::Io NativeConnection::Fill() {
     if (unix_socket_ && !hello_done_) {
       n = net::ReceiveWithFd(fd(), in_.data() + in_end_, in_.size() - in_end_, &passed_fd_);
     } else {
-      n = ::recv(fd(), in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
+      n = Receive(in_.data() + in_end_, in_.size() - in_end_);
     }
   } while (n < 0 && errno == EINTR);
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
@@ -288,6 +288,10 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     const std::string& peer_token = server_.options().peer_token;
     if (!tenants->open() && (peer_token.empty() || !SameToken(peer_token, hello->token))) {
       auth = Status::Refused("peer connections need the cluster's peer token");
+    } else if (!server_.options().tls.ca_file.empty() && !peer_certified()) {
+      // Mutual TLS configured: a node proves itself with a certificate of the cluster's CA,
+      // not only with a token that may have leaked.
+      auth = Status::Refused("peer connections need a client certificate of the cluster's CA");
     }
     tenant = "peer";
     peer_ = auth.ok();
@@ -438,10 +442,7 @@ NativeConnection::Io NativeConnection::ReceiveData() {
         break;  // one discard piece at a time (it reuses one buffer)
       }
     }
-    ssize_t got;
-    do {
-      got = ::readv(fd(), iov, static_cast<int>(n));
-    } while (got < 0 && errno == EINTR);
+    ssize_t got = ReceiveV(iov, static_cast<int>(n));
     if (got < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
     if (got == 0) return Io::kFailed;
     CountIn(static_cast<uint64_t>(got));

@@ -30,6 +30,9 @@ class NativeConnection final : public Connection {
   ~NativeConnection() override;
   Next Drive() override;
   bool Handshaken() const override { return hello_done_; }
+  bool MidRequest() const override {
+    return !waiting_ && (state_ == State::kData || in_end_ > in_start_);
+  }
 
  private:
   enum class State { kFrame, kData, kClosing };

@@ -101,10 +101,7 @@ RespConnection::Io RespConnection::Fill() {
     if (in_.size() >= cap) return Io::kFailed;
     in_.resize(std::min(cap, in_.size() * 2));
   }
-  ssize_t n;
-  do {
-    n = ::recv(fd(), in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = Receive(in_.data() + in_end_, in_.size() - in_end_);
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? Io::kBlocked : Io::kFailed;
   if (n == 0) return Io::kFailed;
   in_end_ += static_cast<size_t>(n);

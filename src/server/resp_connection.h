@@ -26,6 +26,7 @@ class RespConnection final : public Connection {
   RespConnection(Server& server, net::Fd fd, ReactorCounters& counters);
   Next Drive() override;
   bool Handshaken() const override { return commands_ > 0; }
+  bool MidRequest() const override { return !waiting_ && in_end_ > in_start_; }
 
  private:
   enum class Io { kDone, kBlocked, kFailed };

@@ -115,22 +115,37 @@ class Reactor final : public ReactorContext {
 
   // Closes the connections that have not completed a handshake within the server's
   // handshake timeout. Looked at about once a second (epoll_wait wakes at least that often).
+  // Also closes those stuck part-way through a request past the request timeout, and idle
+  // ones past the idle timeout.
   void CloseSilent() {
-    uint64_t limit_ns = uint64_t{server_.options().handshake_timeout_ms} * 1'000'000;
+    const ServerOptions& o = server_.options();
+    const uint64_t ms = 1'000'000;
+    uint64_t handshake_ns = o.handshake_timeout_ms * ms, request_ns = o.request_timeout_ms * ms,
+             idle_ns = o.idle_timeout_ms * ms;
     uint64_t now = NowNanos();
-    if (limit_ns == 0 || now - last_sweep_ns_ < 1'000'000'000) return;
+    if (now - last_sweep_ns_ < 1'000'000'000) return;
     last_sweep_ns_ = now;
-    std::vector<int> silent;
+    std::vector<int> silent, stuck;
     for (auto& [fd, c] : conns_) {
-      if (!c->Handshaken() && now - c->attached_ns() > limit_ns) silent.push_back(fd);
+      if (!c->Handshaken()) {
+        if (handshake_ns && now - c->attached_ns() > handshake_ns) silent.push_back(fd);
+      } else if (c->MidRequest()) {
+        if (request_ns && now - c->request_start_ns() > request_ns) stuck.push_back(fd);
+      } else if (idle_ns && now - c->last_request_ns() > idle_ns) {
+        stuck.push_back(fd);
+      }
     }
-    for (int fd : silent) {
-      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-      conns_.erase(fd);
-      open_.fetch_sub(1, std::memory_order_relaxed);
-      server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
-      ++counters_.handshake_timeouts;
-    }
+    for (int fd : silent) Close(fd);
+    for (int fd : stuck) Close(fd);
+    counters_.handshake_timeouts += silent.size();
+    counters_.request_timeouts += stuck.size();
+  }
+
+  void Close(int fd) {
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    conns_.erase(fd);
+    open_.fetch_sub(1, std::memory_order_relaxed);
+    server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
   }
 
   // Takes a connection accepted by another reactor (counted in open_ by the giver).
@@ -248,6 +263,18 @@ class Reactor final : public ReactorContext {
                                              which == Listener::kUnix);
     }
     c->Attach(this, server_.NextConnectionId(), NowNanos());
+    if (which != Listener::kUnix) {
+      if (auto tls = server_.tls()) {
+        auto session = tls->NewSession(fd);
+        if (!session.ok()) {
+          ++counters_.tls_failures;
+          open_.fetch_sub(1, std::memory_order_relaxed);
+          server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
+          return;  // c closes the socket
+        }
+        c->UseTls(std::move(session).value());
+      }
+    }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
@@ -256,15 +283,8 @@ class Reactor final : public ReactorContext {
   }
 
   void Step(Connection* c, std::vector<std::pair<int, Connection*>>& again) {
-    Next next = c->Drive();
-    if (next == Next::kClose) {
-      int fd = c->fd();
-      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-      conns_.erase(fd);
-      open_.fetch_sub(1, std::memory_order_relaxed);
-      server_.open_connections().fetch_sub(1, std::memory_order_relaxed);
-      return;
-    }
+    Next next = c->Turn();
+    if (next == Next::kClose) return Close(c->fd());
     if (next == Next::kAgain) {
       again.emplace_back(c->fd(), c);
       next = Next::kRead;
@@ -305,7 +325,8 @@ std::vector<size_t> Server::ConnectionsPerReactor() const {
 std::string ServerStats::ToString() const {
   std::ostringstream o;
   o << "connections: " << connections_open << " open, " << connections_accepted << " accepted, "
-    << connections_refused << " refused, " << handshake_timeouts << " closed before a handshake\n"
+    << connections_refused << " refused, " << handshake_timeouts << " closed before a handshake, "
+    << request_timeouts << " closed mid-request or idle, " << tls_failures << " TLS failures\n"
     << "requests: " << requests << ", protocol errors " << protocol_errors << ", auth failures "
     << auth_failures << "\n"
     << "bytes: " << bytes_in << " in, " << bytes_out << " out\n"
@@ -323,6 +344,7 @@ Server::Server(const ServerOptions& options, Store* store)
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
   std::unique_ptr<Server> s(new Server(options, store));
+  if (Status t = s->ReloadTls(); !t.ok()) return t;
   if (!options.listen.empty()) {
     auto a = net::ParseAddress(options.listen);
     if (!a.ok()) return a.status();
@@ -395,6 +417,20 @@ std::shared_ptr<const Tenants> Server::tenants() const {
   return tenants_;
 }
 
+std::shared_ptr<const net::TlsContext> Server::tls() const {
+  std::lock_guard lock(tenants_mu_);
+  return tls_;
+}
+
+Status Server::ReloadTls() {
+  if (options_.tls.cert_file.empty()) return Status::Ok();
+  auto ctx = net::TlsContext::Server(options_.tls);
+  if (!ctx.ok()) return ctx.status();
+  std::lock_guard lock(tenants_mu_);
+  tls_ = std::move(ctx).value();
+  return Status::Ok();
+}
+
 void Server::SetTenants(std::vector<Tenant> tenants) {
   auto next = std::make_shared<const Tenants>(std::move(tenants));
   std::lock_guard lock(tenants_mu_);
@@ -411,6 +447,8 @@ ServerStats Server::GetStats() const {
     s.protocol_errors += c.protocol_errors;
     s.auth_failures += c.auth_failures;
     s.handshake_timeouts += c.handshake_timeouts;
+    s.request_timeouts += c.request_timeouts;
+    s.tls_failures += c.tls_failures;
     s.bytes_in += c.bytes_in;
     s.bytes_out += c.bytes_out;
     s.connections_open += r->open();

@@ -20,6 +20,7 @@
 #include "kvpool/store.h"
 #include "net/protocol.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "server/leases.h"
 #include "server/tenant_stats.h"
 #include "server/tenants.h"
@@ -35,6 +36,16 @@ struct ServerOptions {
   // A connection that has not completed its handshake (a native HELLO, a first RESP
   // command) this long after it was accepted is closed. 0: never.
   unsigned handshake_timeout_ms = 10'000;
+  // A connection part-way through a request (or whose answer the client does not take) for
+  // this long since its previous request completed is closed: a byte-at-a-time sender
+  // cannot hold a slot. 0: never.
+  unsigned request_timeout_ms = 30'000;
+  // A connection with no request this long is closed (Redis's `timeout`). 0: never.
+  unsigned idle_timeout_ms = 0;
+  // TLS 1.3 on the TCP ports (native and RESP) when tls.cert_file is set; the Unix socket
+  // stays plain (same host, file permissions). With tls.ca_file, clients may present
+  // certificates (tls.require_client_cert: must), and peer connections must.
+  net::TlsOptions tls;
   net::Limits limits;                    // max_batch, max_value_bytes, max_request_bytes, ...
   uint64_t max_shm_bytes = 64ull << 30;  // largest client region mapped
   std::vector<Tenant> tenants;           // empty: open (no tokens)
@@ -68,6 +79,8 @@ struct ServerOptions {
 struct ServerStats {
   uint64_t connections_accepted = 0, connections_open = 0, connections_refused = 0;
   uint64_t handshake_timeouts = 0;  // closed for not completing the handshake in time
+  uint64_t request_timeouts = 0;    // closed mid-request (or idle) past the timeouts
+  uint64_t tls_failures = 0;        // TLS handshakes or records that failed
   uint64_t requests = 0, protocol_errors = 0, auth_failures = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   LeaseStats leases;
@@ -104,6 +117,10 @@ class Server {
   // authenticated connection keeps its access (as a changed Unix group does).
   std::shared_ptr<const Tenants> tenants() const;
   void SetTenants(std::vector<Tenant> tenants);
+  // The TLS context new connections get (null: plain). ReloadTls reads options().tls's
+  // files again (SIGHUP: renewed certificates); on an error the old context stays.
+  std::shared_ptr<const net::TlsContext> tls() const;
+  Status ReloadTls();
   TenantStats& tenant_stats() { return tenant_stats_; }
   std::atomic<unsigned>& open_connections() { return open_connections_; }
   IoWorkers& io() { return *io_; }
@@ -117,7 +134,8 @@ class Server {
   const ServerOptions options_;
   Store* const store_;
   mutable std::mutex tenants_mu_;
-  std::shared_ptr<const Tenants> tenants_;  // GUARDED_BY(tenants_mu_)
+  std::shared_ptr<const Tenants> tenants_;     // GUARDED_BY(tenants_mu_)
+  std::shared_ptr<const net::TlsContext> tls_;  // GUARDED_BY(tenants_mu_)
   TenantStats tenant_stats_;
   net::Fd tcp_, resp_, unix_;
   uint16_t port_ = 0, resp_port_ = 0;
