@@ -330,13 +330,13 @@ class FsyncConn final : public BenchConn {
 
 class ProcessTarget : public BenchTarget {
  public:
-  enum class Kind { kKvpool, kKvpoolShm, kRedis, kMemcached, kEcho };
+  enum class Kind { kKvpool, kKvpoolShm, kKvpoolTls, kRedis, kMemcached, kEcho };
   ProcessTarget(std::string name, Kind kind, const BenchEnv& env)
       : name_(std::move(name)), kind_(kind), env_(env) {}
   std::string name() const override { return name_; }
   uint16_t port() const { return port_; }
   Result<std::unique_ptr<BenchConn>> Connect() override {
-    if (kind_ == Kind::kKvpool || kind_ == Kind::kKvpoolShm) {
+    if (kind_ == Kind::kKvpool || kind_ == Kind::kKvpoolShm || kind_ == Kind::kKvpoolTls) {
       ClientOptions o;
       o.ns = "bench";
       o.request_timeout_ms = 20000;
@@ -346,6 +346,10 @@ class ProcessTarget : public BenchTarget {
         o.shared_memory_bytes = 160ull << 20;
       } else {
         o.address = "127.0.0.1:" + std::to_string(port_);
+      }
+      if (kind_ == Kind::kKvpoolTls) {
+        o.tls = true;
+        o.tls_ca = cert_;  // self-signed: its own CA
       }
       auto c = Client::Create(o);
       if (!c.ok()) return c.status();
@@ -370,7 +374,8 @@ class ProcessTarget : public BenchTarget {
     std::vector<std::string> argv;
     switch (kind_) {
       case Kind::kKvpool:
-      case Kind::kKvpoolShm: {
+      case Kind::kKvpoolShm:
+      case Kind::kKvpoolTls: {
         std::string dir = env.work_dir + "/kvpoold-" + name_;
         unix_path_ = dir + "/kvpoold.sock";
         argv = {env.kvpoold_path,
@@ -385,6 +390,18 @@ class ProcessTarget : public BenchTarget {
                 "--resp-listen",
                 "off"};
         argv.insert(argv.end(), env.kvpoold_args.begin(), env.kvpoold_args.end());
+        if (kind_ == Kind::kKvpoolTls) {
+          // A throw-away self-signed certificate for 127.0.0.1 (openssl from Debian).
+          cert_ = env.work_dir + "/tls-cert.pem";
+          std::string key = env.work_dir + "/tls-key.pem";
+          std::string cmd =
+              "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+              "-subj /CN=kvpool-bench -addext subjectAltName=IP:127.0.0.1 -keyout '" +
+              key + "' -out '" + cert_ + "' >/dev/null 2>&1";
+          if (std::system(cmd.c_str()) != 0)
+            return Status::Unavailable("kvpool-tls: openssl could not make a certificate");
+          argv.insert(argv.end(), {"--tls-cert", cert_, "--tls-key", key});
+        }
         break;
       }
       case Kind::kRedis:
@@ -435,6 +452,7 @@ class ProcessTarget : public BenchTarget {
   BenchEnv env_;
   uint16_t port_ = 0;
   std::string unix_path_;
+  std::string cert_;  // kvpool-tls: the node's certificate
 };
 
 // N kvpoold nodes (static membership) behind one PoolClient per connection.
@@ -525,6 +543,8 @@ Result<std::unique_ptr<BenchTarget>> StartTarget(const std::string& name, const 
     kind = K::kKvpool;
   else if (name == "kvpool-shm")
     kind = K::kKvpoolShm;
+  else if (name == "kvpool-tls")
+    kind = K::kKvpoolTls;
   else if (name == "redis")
     kind = K::kRedis;
   else if (name == "memcached")

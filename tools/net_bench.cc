@@ -36,8 +36,8 @@ with fsync, a plain TCP echo (the loopback limit) and memcpy, in one run.
 
 usage: kvpool bench [options]
   --targets LIST   comma-separated, from: kvpool (native TCP), kvpool-shm (same-host
-                   Unix socket + shared memory), redis, memcached, fsync, echo
-                   (default: all of them); pool1, pool2, pool3: 1-3 kvpoold nodes
+                   Unix socket + shared memory), kvpool-tls (native TCP with TLS 1.3),
+                   redis, memcached, fsync, echo (default: all but kvpool-tls); pool1, pool2, pool3: 1-3 kvpoold nodes
                    behind the pool client (static members, placement per key)
   --suite NAME     standard (default): the configurations behind the figures in
                    docs/PERFORMANCE.md; sweep: every size x clients x batch below
@@ -514,6 +514,11 @@ int NetBench(int argc, char** argv) {
             Find(rows, peer, "get", k64, 8, 1), &Row::server_cpu_us, kNoGoal, false);
     }
   }
+  // TLS 1.3 against plaintext, same build (issue 20: >= 0.6x).
+  ratio("kvpool-tls / kvpool, 64K get x8 throughput", Find(rows, "kvpool-tls", "get", k64, 8, 1),
+        Find(rows, "kvpool", "get", k64, 8, 1), &Row::ops_per_s, 0.6, true);
+  ratio("kvpool-tls / kvpool, 64K put x8 throughput", Find(rows, "kvpool-tls", "put", k64, 8, 1),
+        Find(rows, "kvpool", "put", k64, 8, 1), &Row::ops_per_s, 0.6, true);
   ratio("kvpool / echo, 64K get x1 P99", Find(rows, "kvpool", "get", k64, 1, 1),
         Find(rows, "echo", "get", k64, 1, 1), &Row::p99, 1.3, false);
   ratio("kvpool-shm / memcpy, 1M get x1 GB/s", Find(rows, "kvpool-shm", "get", m1, 1, 1),

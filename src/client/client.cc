@@ -178,27 +178,28 @@ class Client::Impl {
   }
 
   // TLS: small pieces (the header, the metadata) go out in one record with what follows;
-  // values are written from the caller's memory, each as its own records.
+  // values are encrypted from the caller's memory. The records leave in one send (or a
+  // few: the session holds at most 1 MiB before it sends).
   Status SendTls(std::span<const iovec> iov) {
+    using Io = net::TlsSession::Io;
     constexpr size_t kCoalesce = 16 << 10;
     std::vector<std::byte> staged;
+    auto wait = [&](Io io) -> Status {
+      if (io == Io::kWantWrite || io == Io::kWantRead)
+        return WaitReady(io == Io::kWantWrite ? POLLOUT : POLLIN);
+      return Status::Unavailable("TLS send: " + (io == Io::kClosed ? std::string("server closed")
+                                                                    : tls_->error()));
+    };
     auto write = [&](const void* data, size_t len) -> Status {
       auto* p = static_cast<const char*>(data);
       while (len > 0) {
-        if (deadline_ns_ != 0) {
-          if (Status s = WaitReady(POLLOUT); !s.ok()) return s;
-        }
         size_t put = 0;
-        net::TlsSession::Io io = tls_->Write(p, len, &put);
-        if (io == net::TlsSession::Io::kOk) {
+        Io io = tls_->Write(p, len, &put);
+        if (io == Io::kOk) {
           p += put;
           len -= put;
-        } else if (io == net::TlsSession::Io::kWantWrite || io == net::TlsSession::Io::kWantRead) {
-          if (deadline_ns_ == 0) return Status::Timeout("send timed out");
-        } else {
-          return Status::Unavailable("TLS send: " + (io == net::TlsSession::Io::kClosed
-                                                         ? std::string("server closed")
-                                                         : tls_->error()));
+        } else if (Status s = wait(io); !s.ok()) {
+          return s;
         }
       }
       return Status::Ok();
@@ -215,7 +216,14 @@ class Client::Impl {
       }
       if (Status s = write(v.iov_base, v.iov_len); !s.ok()) return s;
     }
-    return staged.empty() ? Status::Ok() : write(staged.data(), staged.size());
+    if (!staged.empty()) {
+      if (Status s = write(staged.data(), staged.size()); !s.ok()) return s;
+    }
+    for (;;) {
+      Io io = tls_->Flush();
+      if (io == Io::kOk) return Status::Ok();
+      if (Status s = wait(io); !s.ok()) return s;
+    }
   }
 
   Status ReadTls(std::byte* p, size_t n) {

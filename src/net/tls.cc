@@ -5,9 +5,13 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 #include <cstring>
 
 namespace kvpool::net {
@@ -27,33 +31,64 @@ std::string DrainErrors() {
 
 Status Fail(const std::string& what) { return Status::InvalidArgument(what + ": " + DrainErrors()); }
 
-// A client's socket BIO that sends with MSG_NOSIGNAL: a library must not raise SIGPIPE in
-// its host process when the server has gone (OpenSSL's socket BIO uses write()). Servers
-// keep OpenSSL's socket BIO, which kTLS needs (kvpoold ignores SIGPIPE).
-int NsWrite(BIO* b, const char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b)));
+}  // namespace
+
+// The records a session wrote and has not sent yet, and its fd.
+struct TlsSession::Outgoing {
+  int fd = -1;
+  std::vector<char> bytes;
+  size_t sent = 0;
+};
+
+namespace {
+
+// kvpool's socket BIO: writes gather in the session's Outgoing (sent by Flush with
+// MSG_NOSIGNAL: a library must not raise SIGPIPE in its host process); reads are recv().
+int GatherWrite(BIO* b, const char* data, int len) {
+  auto* out = static_cast<TlsSession::Outgoing*>(BIO_get_data(b));
   BIO_clear_retry_flags(b);
-  ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+  out->bytes.insert(out->bytes.end(), data, data + len);
+  return len;
+}
+
+int SocketRead(BIO* b, char* data, int len) {
+  auto* out = static_cast<TlsSession::Outgoing*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  ssize_t n;
+  do {
+    n = ::recv(out->fd, data, static_cast<size_t>(len), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
   return static_cast<int>(n);
 }
 
-int NsRead(BIO* b, char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b)));
+// OpenSSL flushes after handshake messages (it then waits for the answer, which must not
+// wait on bytes still gathered here): send them now, as far as the socket takes them.
+long GatherCtrl(BIO* b, int cmd, long, void*) {
+  if (cmd != BIO_CTRL_FLUSH) return 0;
+  auto* out = static_cast<TlsSession::Outgoing*>(BIO_get_data(b));
   BIO_clear_retry_flags(b);
-  ssize_t n = ::recv(fd, data, static_cast<size_t>(len), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
-  return static_cast<int>(n);
+  while (out->sent < out->bytes.size()) {
+    ssize_t n = ::send(out->fd, out->bytes.data() + out->sent, out->bytes.size() - out->sent,
+                       MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
+      return -1;
+    }
+    out->sent += static_cast<size_t>(n);
+  }
+  out->bytes.clear();
+  out->sent = 0;
+  return 1;
 }
 
-long NsCtrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
-
-BIO_METHOD* NoSigpipeMethod() {
+BIO_METHOD* GatherMethod() {
   static BIO_METHOD* m = [] {
     BIO_METHOD* meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kvpool socket");
-    BIO_meth_set_write(meth, NsWrite);
-    BIO_meth_set_read(meth, NsRead);
-    BIO_meth_set_ctrl(meth, NsCtrl);
+    BIO_meth_set_write(meth, GatherWrite);
+    BIO_meth_set_read(meth, SocketRead);
+    BIO_meth_set_ctrl(meth, GatherCtrl);
     BIO_meth_set_create(meth, [](BIO* b) {
       BIO_set_init(b, 1);
       return 1;
@@ -68,12 +103,18 @@ bool IsIpAddress(const std::string& s) {
   return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
 }
 
-SSL_CTX* NewContext(bool server) {
+SSL_CTX* NewContext(bool server, bool ktls) {
   SSL_CTX* ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
   if (!ctx) return nullptr;
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | (ktls ? SSL_OP_ENABLE_KTLS : 0));
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // AES-128-GCM first: as strong as a KV cache needs, half again as fast as AES-256-GCM
+  // here (4.7 vs 3.2 GB/s a core); the server's order decides.
+  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                                "TLS_CHACHA20_POLY1305_SHA256");
+  if (server) SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  if (!ktls) SSL_CTX_set_read_ahead(ctx, 1);
   return ctx;
 }
 
@@ -84,9 +125,10 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const TlsOptions& o
   if (o.require_client_cert && o.ca_file.empty())
     return Status::InvalidArgument("TLS: requiring client certificates needs a client CA file");
   ERR_clear_error();
-  SSL_CTX* ctx = NewContext(true);
+  const bool ktls = KernelTlsAvailable();
+  SSL_CTX* ctx = NewContext(true, ktls);
   if (!ctx) return Fail("TLS context");
-  std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, true, o));
+  std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, true, ktls, o));
   const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
   if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1)
     return Fail("TLS certificate " + o.cert_file);
@@ -110,9 +152,9 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const TlsOptions& o
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const TlsOptions& o) {
   ERR_clear_error();
-  SSL_CTX* ctx = NewContext(false);
+  SSL_CTX* ctx = NewContext(false, false);
   if (!ctx) return Fail("TLS context");
-  std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, false, o));
+  std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, false, false, o));
   if (!o.cert_file.empty()) {
     const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
     if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1)
@@ -137,15 +179,20 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd) const {
   SSL* ssl = SSL_new(ctx_);
   if (!ssl) return Fail("TLS session");
   std::unique_ptr<TlsSession> s(new TlsSession(ssl));
-  if (server_) {
+  if (ktls_) {
     if (SSL_set_fd(ssl, fd) != 1) return Fail("TLS session fd");
+  } else {
+    s->out_ = std::make_unique<TlsSession::Outgoing>();
+    s->out_->fd = fd;
+    BIO* bio = BIO_new(GatherMethod());
+    if (!bio) return Fail("TLS BIO");
+    BIO_set_data(bio, s->out_.get());
+    SSL_set_bio(ssl, bio, bio);
+  }
+  if (server_) {
     SSL_set_accept_state(ssl);
     return s;
   }
-  BIO* bio = BIO_new(NoSigpipeMethod());
-  if (!bio) return Fail("TLS BIO");
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
-  SSL_set_bio(ssl, bio, bio);
   const std::string& name = options_.server_name;
   if (!name.empty() && options_.verify_server) {
     if (IsIpAddress(name)) {
@@ -160,7 +207,29 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd) const {
   return s;
 }
 
+TlsSession::TlsSession(SSL* ssl) : ssl_(ssl) {}
 TlsSession::~TlsSession() { SSL_free(ssl_); }
+
+bool TlsSession::has_outgoing() const { return out_ && out_->sent < out_->bytes.size(); }
+
+TlsSession::Io TlsSession::Flush() {
+  if (!out_) return Io::kOk;
+  while (out_->sent < out_->bytes.size()) {
+    ssize_t n = ::send(out_->fd, out_->bytes.data() + out_->sent,
+                       out_->bytes.size() - out_->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantWrite;
+      if (errno == EPIPE || errno == ECONNRESET) return Io::kClosed;
+      error_ = std::string("TLS send: ") + std::strerror(errno);
+      return Io::kFailed;
+    }
+    out_->sent += static_cast<size_t>(n);
+  }
+  out_->bytes.clear();
+  out_->sent = 0;
+  return Io::kOk;
+}
 
 TlsSession::Io TlsSession::Classify(int ret) {
   int e = SSL_get_error(ssl_, ret);
@@ -192,27 +261,42 @@ TlsSession::Io TlsSession::Handshake() {
   ERR_clear_error();
   errno = 0;
   int r = SSL_do_handshake(ssl_);
-  if (r == 1) {
-    established_ = true;
-    return Io::kOk;
+  Io io = r == 1 ? Io::kOk : Classify(r);
+  if (io == Io::kClosed) io = Io::kFailed;  // a close mid-handshake is a failed one
+  if (io == Io::kFailed) {
+    (void)Flush();  // the alert that says why, if the socket takes it
+    return io;
   }
-  Io io = Classify(r);
-  return io == Io::kClosed ? Io::kFailed : io;  // a close mid-handshake is a failed one
+  Io sent = Flush();  // the handshake's own records
+  if (sent == Io::kWantWrite) return sent;
+  if (sent != Io::kOk) {
+    if (error_.empty()) error_ = "peer closed during the handshake";
+    return Io::kFailed;
+  }
+  if (r == 1) established_ = true;
+  return io;
 }
 
 TlsSession::Io TlsSession::Read(void* buf, size_t len, size_t* got) {
   ERR_clear_error();
   errno = 0;
   size_t n = 0;
-  if (SSL_read_ex(ssl_, buf, len, &n) == 1) {
-    *got = n;
-    return Io::kOk;
-  }
-  *got = 0;
-  return Classify(0);
+  int ok = SSL_read_ex(ssl_, buf, len, &n);
+  Io io = ok == 1 ? Io::kOk : Classify(0);
+  if (has_outgoing()) (void)Flush();  // what reading made OpenSSL answer (a key update)
+  *got = ok == 1 ? n : 0;
+  return io;
 }
 
 TlsSession::Io TlsSession::Write(const void* buf, size_t len, size_t* put) {
+  constexpr size_t kMaxOutgoing = 1 << 20;  // then Flush before encrypting more
+  if (out_ && out_->bytes.size() - out_->sent >= kMaxOutgoing) {
+    Io f = Flush();
+    if (f != Io::kOk) {
+      *put = 0;
+      return f;
+    }
+  }
   ERR_clear_error();
   errno = 0;
   size_t n = 0;
@@ -225,6 +309,20 @@ TlsSession::Io TlsSession::Write(const void* buf, size_t len, size_t* put) {
 }
 
 bool TlsSession::HasPending() const { return SSL_has_pending(ssl_) == 1; }
+
+bool KernelTlsAvailable() {
+  // Setting the ULP on an unconnected socket fails with ENOTCONN when the kernel has the
+  // module, ENOENT when it has not.
+  static const bool available = [] {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    int r = ::setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof("tls"));
+    int e = errno;
+    ::close(fd);
+    return r == 0 || e == ENOTCONN;
+  }();
+  return available;
+}
 
 bool TlsSession::peer_verified() const {
   X509* cert = SSL_get0_peer_certificate(ssl_);
@@ -272,7 +370,16 @@ Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int time
     if (io == TlsSession::Io::kFailed) return Status::Unavailable("TLS write: " + s.error());
     if (Status w = Wait(fd, io, timeout_ms, "write"); !w.ok()) return w;
   }
-  return Status::Ok();
+  return TlsFlush(s, fd, timeout_ms);
+}
+
+Status TlsFlush(TlsSession& s, int fd, int timeout_ms) {
+  for (;;) {
+    TlsSession::Io io = s.Flush();
+    if (io == TlsSession::Io::kOk) return Status::Ok();
+    if (io != TlsSession::Io::kWantWrite) return Status::Unavailable("TLS send: " + s.error());
+    if (Status w = Wait(fd, io, timeout_ms, "write"); !w.ok()) return w;
+  }
 }
 
 Result<size_t> TlsReadSome(TlsSession& s, int fd, void* buf, size_t len, int timeout_ms) {

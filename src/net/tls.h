@@ -5,10 +5,16 @@
 // kWantWrite: wait for that readiness and call again with the same arguments. On a blocking
 // fd with SO_RCVTIMEO/SO_SNDTIMEO a timeout also comes back as kWantRead/kWantWrite.
 //
-// kTLS: contexts ask OpenSSL to hand the record layer to the kernel after the handshake
-// (SSL_OP_ENABLE_KTLS). Where the kernel took the sending side (ktls_send()), a caller may
-// write application data with plain send/sendmsg on the fd (gathered, no user-space copy);
-// reads always go through Read() (it uses the kernel's receive side when there is one).
+// Records written are gathered in the session and go out with Flush(), one send() for all
+// of them (OpenSSL's socket BIO makes a system call per 16 KiB record: for a 64 KiB value
+// that cost more than the encryption). Reads ask the socket for as much as it has
+// (read-ahead), not a record header and a body apiece.
+//
+// kTLS: where the kernel has the TLS module, server sessions use OpenSSL's socket BIO and
+// hand the record layer to the kernel after the handshake (SSL_OP_ENABLE_KTLS). Where the
+// kernel took the sending side (ktls_send()), a caller may write application data with
+// plain send/sendmsg on the fd (gathered, no user-space copy); reads always go through
+// Read() (it uses the kernel's receive side when there is one).
 //
 // Thread safety: a context is immutable once built and shared freely; a session is used by
 // one thread at a time.
@@ -58,10 +64,11 @@ class TlsContext {
   bool is_server() const { return server_; }
 
  private:
-  TlsContext(SSL_CTX* ctx, bool server, TlsOptions options)
-      : ctx_(ctx), server_(server), options_(std::move(options)) {}
+  TlsContext(SSL_CTX* ctx, bool server, bool ktls, TlsOptions options)
+      : ctx_(ctx), server_(server), ktls_(ktls), options_(std::move(options)) {}
   SSL_CTX* ctx_;
   bool server_;
+  bool ktls_;  // sessions use OpenSSL's socket BIO, so the kernel can take the records
   TlsOptions options_;
 };
 
@@ -78,8 +85,12 @@ class TlsSession {
   bool established() const { return established_; }
   // Reads up to len bytes (*got > 0 on kOk). kClosed: the peer closed (cleanly or not).
   Io Read(void* buf, size_t len, size_t* got);
-  // Writes up to len bytes (*put > 0 on kOk; may be less than len).
+  // Encrypts up to len bytes (*put > 0 on kOk; may be less than len) into the outgoing
+  // records; Flush() sends them. kWantWrite: too much is waiting to go out, Flush first.
   Io Write(const void* buf, size_t len, size_t* put);
+  // Sends the outgoing records: kOk when none is left, kWantWrite when the socket is full.
+  Io Flush();
+  bool has_outgoing() const;
   // Decrypted or undecrypted bytes held inside the session: readable although the socket
   // may not be (a poller must not wait for the fd then).
   bool HasPending() const;
@@ -90,19 +101,27 @@ class TlsSession {
   // OpenSSL's reason for the last kFailed (and the verification error, if any).
   const std::string& error() const { return error_; }
 
+  struct Outgoing;  // the records not sent yet (tls.cc's BIO writes there)
+
  private:
   friend class TlsContext;
-  explicit TlsSession(SSL* ssl) : ssl_(ssl) {}
+  explicit TlsSession(SSL* ssl);
   Io Classify(int ret);
   SSL* ssl_;
+  std::unique_ptr<Outgoing> out_;  // null with OpenSSL's socket BIO (kTLS)
   bool established_ = false;
   std::string error_;
 };
 
+// Whether this kernel offers kTLS (the "tls" TCP upper-layer protocol), probed once.
+bool KernelTlsAvailable();
+
 // Blocking helpers over a session whose fd is blocking (with socket timeouts) or that the
 // caller polls: they wait in poll() for at most timeout_ms per step.
 Status TlsHandshake(TlsSession& s, int fd, int timeout_ms);
+// Writes all of data and flushes.
 Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int timeout_ms);
+Status TlsFlush(TlsSession& s, int fd, int timeout_ms);
 // Reads at least one byte (up to len) into buf; kUnavailable when the peer closed.
 Result<size_t> TlsReadSome(TlsSession& s, int fd, void* buf, size_t len, int timeout_ms);
 

@@ -32,8 +32,10 @@ Next Connection::Turn() {
   was_mid_ = mid;
   if (tls_ && next == Next::kRead) {
     if (tls_wants_write_) return Next::kWrite;
-    // Decrypted bytes the protocol's buffer had no room for: the socket will not say so.
-    if (tls_->HasPending()) return Next::kAgain;
+    if (tls_->has_outgoing() && tls_->Flush() == Io::kWantWrite) return Next::kWrite;
+    // Bytes read ahead that the protocol has not asked for yet: the socket will not say
+    // so. (After a read that wanted more, what is held is a partial record: wait.)
+    if (!tls_read_blocked_ && tls_->HasPending()) return Next::kAgain;
   }
   return next;
 }
@@ -47,7 +49,9 @@ ssize_t Connection::Receive(void* buf, size_t len) {
   } else {
     using Io = net::TlsSession::Io;
     size_t got = 0;
-    switch (tls_->Read(buf, len, &got)) {
+    Io io = tls_->Read(buf, len, &got);
+    tls_read_blocked_ = io == Io::kWantRead;
+    switch (io) {
       case Io::kOk:
         n = static_cast<ssize_t>(got);
         break;
@@ -203,7 +207,7 @@ bool Connection::SendTls(bool* failed) {
     const std::byte* base = (p.owned ? out_bytes_.data() + p.offset : p.ptr) + piece_pos_;
     size_t put = 0;
     Io io = tls_->Write(base, p.len - piece_pos_, &put);
-    if (io == Io::kWantWrite || io == Io::kWantRead) return false;
+    if (io == Io::kWantWrite || io == Io::kWantRead) return false;  // 1 MiB waits to go out
     if (io != Io::kOk) {
       if (io == Io::kFailed) ++counters_.tls_failures;
       *failed = true;
@@ -218,7 +222,14 @@ bool Connection::SendTls(bool* failed) {
       piece_pos_ = 0;
     }
   }
-  ResetOutput();
+  if (out_total_ > 0) ResetOutput();  // every byte is in a record: the views may go
+  Io io = tls_->Flush();  // the records, in one send
+  if (io == Io::kWantWrite) return false;
+  if (io != Io::kOk) {
+    if (io == Io::kFailed) ++counters_.tls_failures;
+    *failed = true;
+    return false;
+  }
   return true;
 }
 

@@ -123,7 +123,9 @@ class Connection {
   // Output: bytes owned by the connection, then views of blocks (sent in place, no copy).
   // Flush sends as much as the socket takes; true when everything went out.
   bool Flush(bool* failed);
-  bool OutputPending() const { return out_pos_ < out_total_; }
+  bool OutputPending() const {
+    return out_pos_ < out_total_ || (tls_ && tls_->has_outgoing());
+  }
   void QueueOwned(size_t offset, size_t len);  // a range of out_bytes_
   void QueueView(std::span<const std::byte> bytes);
   void ResetOutput();
@@ -174,7 +176,8 @@ class Connection {
   };
   bool SendTls(bool* failed);  // Flush through a user-space TLS session
   std::unique_ptr<net::TlsSession> tls_;
-  bool tls_wants_write_ = false;  // a TLS read needs the socket writable first
+  bool tls_wants_write_ = false;   // a TLS read needs the socket writable first
+  bool tls_read_blocked_ = false;  // the last TLS read wanted more bytes from the socket
   uint64_t request_start_ns_ = 0, last_request_ns_ = 0;
   bool was_mid_ = false;
   std::vector<Piece> pieces_;
