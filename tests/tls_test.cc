@@ -169,15 +169,15 @@ TEST_F(TlsTest, SighupReadsRenewedCertificates) {
                          Cert("server.key") + " " + live)
                             .c_str()),
             0);
-  ASSERT_TRUE(daemon_->Start({"--tls-cert", live + "/server.pem", "--tls-key",
-                              live + "/server.key"}))
+  ASSERT_TRUE(
+      daemon_->Start({"--tls-cert", live + "/server.pem", "--tls-key", live + "/server.key"}))
       << daemon_->output();
   auto before = Connect("ca.pem");
   ASSERT_TRUE(before->Put(BlockKey{6, 6}, Pattern(6, 100)).ok());
   // A new PKI: the node's new certificate chains to renewed/ca.pem only.
   std::string renewed = dir_ + "/renewed";
-  ASSERT_EQ(std::system((std::string(KVPOOL_SOURCE_DIR) + "/scripts/make-test-certs.sh " +
-                         renewed + " >/dev/null && cp " + renewed + "/server.pem " + renewed +
+  ASSERT_EQ(std::system((std::string(KVPOOL_SOURCE_DIR) + "/scripts/make-test-certs.sh " + renewed +
+                         " >/dev/null && cp " + renewed + "/server.pem " + renewed +
                          "/server.key " + live)
                             .c_str()),
             0);

@@ -233,8 +233,8 @@ kvpool::Result<std::unique_ptr<kvpool::server::HttpEndpoint>> StartHttp(
   auto h = kvpool::server::HttpEndpoint::Start(listen, std::move(routes),
                                                [server] { return server->tls(); });
   if (!h.ok()) return h.status();
-  std::string base =
-      (server->tls() ? "https://" : "http://") + listen.substr(0, listen.rfind(':')) + ":" + std::to_string((*h)->port());
+  std::string base = (server->tls() ? "https://" : "http://") +
+                     listen.substr(0, listen.rfind(':')) + ":" + std::to_string((*h)->port());
   Log("http: live page " + base + "/, metrics " + base + "/metrics, JSON " + base + "/api/stats");
   return h;
 }
@@ -426,6 +426,10 @@ kvpool::Result<Loaded> Load(int argc, char** argv) {
     c.store.flash_path = c.data_dir + "/flash.kvpool";
   }
   if (kvpool::Status s = c.store.Validate(); !s.ok()) return Bad(std::string(s.message()));
+  // Tenants' encryption keys: read now, so a missing or malformed key list fails the start
+  // (or the reload, which then keeps the running keys).
+  if (kvpool::Status s = kvpool::server::LoadTenantKeys(c.server.tenants); !s.ok())
+    return Bad(std::string(s.message()));
   return out;
 }
 
@@ -468,8 +472,16 @@ void Reload(int argc, char** argv, Loaded& running, kvpool::server::Server* serv
   server->SetTenants(next->config.server.tenants);
   kvpool::log::SetLevel(next->config.log_level);
   std::string tenants;
-  for (const auto& t : next->config.server.tenants)
+  for (const auto& t : next->config.server.tenants) {
     tenants += (tenants.empty() ? "" : ",") + t.name;
+    if (t.keys) {
+      std::string versions;
+      for (uint32_t v : t.keys->versions())
+        versions += (versions.empty() ? "" : "+") + std::to_string(v);
+      tenants += t.keys->shredded() ? " [sealed, no keys: shredded]"
+                                    : " [sealed, key versions " + versions + "]";
+    }
+  }
   Log("SIGHUP: reloaded " + running.config_file + ": " +
       std::to_string(next->config.server.tenants.size()) + " tenants" +
       (tenants.empty() ? " (open)" : " (" + tenants + ")") + ", log level " +
@@ -514,7 +526,7 @@ int main(int argc, char** argv) {
           << " max_batch=" << c.server.limits.max_batch << " tenants=" << c.server.tenants.size()
           << " etcd=" << (c.cluster.etcd.empty() ? "off" : c.cluster.etcd + " " + c.cluster.prefix)
           << " kv_events=" << (c.events.endpoint.empty() ? "off" : c.events.endpoint) << " tls="
-          << (c.server.tls.cert_file.empty()       ? "off"
+          << (c.server.tls.cert_file.empty()     ? "off"
               : c.server.tls.require_client_cert ? "on (client certificates required)"
               : c.server.tls.ca_file.empty()     ? "on"
                                                  : "on (client certificates optional)");

@@ -187,8 +187,8 @@ class Client::Impl {
     auto wait = [&](Io io) -> Status {
       if (io == Io::kWantWrite || io == Io::kWantRead)
         return WaitReady(io == Io::kWantWrite ? POLLOUT : POLLIN);
-      return Status::Unavailable("TLS send: " + (io == Io::kClosed ? std::string("server closed")
-                                                                    : tls_->error()));
+      return Status::Unavailable(
+          "TLS send: " + (io == Io::kClosed ? std::string("server closed") : tls_->error()));
     };
     auto write = [&](const void* data, size_t len) -> Status {
       auto* p = static_cast<const char*>(data);
@@ -665,7 +665,7 @@ class Client::Impl {
   const net::Address address_;
   net::Fd fd_, memfd_;
   std::shared_ptr<const net::TlsContext> tls_ctx_;  // set when options ask for TLS
-  std::unique_ptr<net::TlsSession> tls_;             // the connection's, with fd_
+  std::unique_ptr<net::TlsSession> tls_;            // the connection's, with fd_
   std::byte* shm_ = nullptr;
   net::Limits limits_;
   uint64_t next_id_ = 0;

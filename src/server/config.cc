@@ -513,8 +513,14 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
         auto* n = std::get_if<long long>(&*value);
         if (!n || *n < 0 || *n > (1 << 20)) return fail("max_connections: an integer 0..1048576");
         tenant->max_connections = static_cast<uint32_t>(*n);
+      } else if (key == "encryption_key_file" || key == "encryption_key_command") {
+        auto s = AsString(*value);
+        if (!s.ok()) return fail(key + ": " + std::string(s.status().message()));
+        (key == "encryption_key_file" ? tenant->key_file : tenant->key_command) = *s;
       } else {
-        return fail("unknown tenant key '" + key + "' (name, token, namespaces, max_connections)");
+        return fail("unknown tenant key '" + key +
+                    "' (name, token, namespaces, max_connections, encryption_key_file, "
+                    "encryption_key_command)");
       }
       continue;
     }
@@ -529,6 +535,10 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
     if (t.token.empty()) return Status::InvalidArgument("config: a [[tenant]] without a token");
     if (t.namespaces.empty()) {
       return Status::InvalidArgument("config: tenant '" + t.name + "' has no namespaces");
+    }
+    if (!t.key_file.empty() && !t.key_command.empty()) {
+      return Status::InvalidArgument("config: tenant '" + t.name +
+                                     "': encryption_key_file or encryption_key_command, not both");
     }
   }
   return Status::Ok();

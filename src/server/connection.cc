@@ -5,7 +5,9 @@
 #include <cerrno>
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
+#include "server/server.h"
 
 namespace kvpool::server {
 
@@ -106,6 +108,34 @@ std::string Connection::TenantStatsText() const {
          r(&TenantCounters::bytes_out) + "\n";
 }
 
+Status Connection::SealReserved(const BlockKey& stored_key, uint32_t crc, bool checksummed,
+                                Reservation reservation) {
+  std::span<std::byte> buf = reservation.data();
+  if (!checksummed && Crc32c(buf.data() + kSealPrefix, buf.size() - kSealOverhead) != crc) {
+    return Status::Corruption("value does not match its CRC32C");  // released with it
+  }
+  if (Status s = Seal(*seal_keys_, stored_key, crc, buf); !s.ok()) return s;
+  return server_.store()->Commit(std::move(reservation));
+}
+
+Result<std::span<const std::byte>> Connection::OpenSealed(const BlockKey& stored_key,
+                                                          std::span<const std::byte> stored,
+                                                          uint32_t* crc) {
+  if (!seal_keys_ || !IsSealed(stored)) {
+    ++counters_.seal_misses;  // another tenant's sealed block, or ours but not sealed
+    return Status::NotFound();
+  }
+  std::vector<std::byte> plain(stored.size() - kSealOverhead);
+  auto got = Open(*seal_keys_, stored_key, stored, plain.data());
+  if (!got.ok()) {
+    ++counters_.seal_misses;
+    return got.status();
+  }
+  *crc = *got;
+  opened_.push_back(std::move(plain));
+  return std::span<const std::byte>(opened_.back());
+}
+
 void Connection::CountRequest() {
   // The next request starts no earlier than this one's end (a pipelining client is always
   // part-way through one: its clock restarts with every request it completes).
@@ -150,6 +180,7 @@ void Connection::ResetOutput() {
   out_bytes_.clear();
   views_.clear();
   held_views_.clear();
+  opened_.clear();
   pieces_.clear();
   piece_ = piece_pos_ = 0;
   out_pos_ = out_total_ = 0;
@@ -223,7 +254,7 @@ bool Connection::SendTls(bool* failed) {
     }
   }
   if (out_total_ > 0) ResetOutput();  // every byte is in a record: the views may go
-  Io io = tls_->Flush();  // the records, in one send
+  Io io = tls_->Flush();              // the records, in one send
   if (io == Io::kWantWrite) return false;
   if (io != Io::kOk) {
     if (io == Io::kFailed) ++counters_.tls_failures;

@@ -17,6 +17,7 @@
 #include "kvpool/store.h"
 #include "net/socket.h"
 #include "net/tls.h"
+#include "server/sealer.h"
 #include "server/tenant_stats.h"
 
 namespace kvpool::server {
@@ -25,7 +26,8 @@ class Server;
 // Written only by the owning reactor's thread (uncontended); read by Server::GetStats.
 struct ReactorCounters {
   std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, protocol_errors{0}, auth_failures{0},
-      bytes_in{0}, bytes_out{0}, handshake_timeouts{0}, tls_failures{0}, request_timeouts{0};
+      bytes_in{0}, bytes_out{0}, handshake_timeouts{0}, tls_failures{0}, request_timeouts{0},
+      seal_misses{0};
 };
 
 enum class Next {
@@ -123,9 +125,7 @@ class Connection {
   // Output: bytes owned by the connection, then views of blocks (sent in place, no copy).
   // Flush sends as much as the socket takes; true when everything went out.
   bool Flush(bool* failed);
-  bool OutputPending() const {
-    return out_pos_ < out_total_ || (tls_ && tls_->has_outgoing());
-  }
+  bool OutputPending() const { return out_pos_ < out_total_ || (tls_ && tls_->has_outgoing()); }
   void QueueOwned(size_t offset, size_t len);  // a range of out_bytes_
   void QueueView(std::span<const std::byte> bytes);
   void ResetOutput();
@@ -136,6 +136,17 @@ class Connection {
   ssize_t ReceiveV(const iovec* iov, int n);
   // A certificate the client presented verified against the server's client CA.
   bool peer_certified() const { return tls_ && tls_->peer_verified(); }
+
+  // Encryption at rest (server/sealer.h), for a tenant with keys (seal_keys_). SealReserved
+  // checks the value's CRC (unless `checksummed`: verified on the way in), seals it in place
+  // (the reservation is the value plus kSealOverhead, the value at kSealPrefix) and commits
+  // it. OpenSealed returns the plaintext of a sealed block, kept by the connection until its
+  // answer is sent, and the client's CRC in *crc; kNotFound when it does not open.
+  Status SealReserved(const BlockKey& stored_key, uint32_t crc, bool checksummed,
+                      Reservation reservation);
+  Result<std::span<const std::byte>> OpenSealed(const BlockKey& stored_key,
+                                                std::span<const std::byte> stored, uint32_t* crc);
+  std::shared_ptr<const TenantKeys> seal_keys_;
 
   // Per-tenant counts (server/tenant_stats.h): CountAs once the connection authenticated;
   // the rest add to the reactor's counters and, from then on, to the tenant's.
@@ -166,6 +177,7 @@ class Connection {
   std::vector<std::byte> out_bytes_;
   std::vector<BlockView> views_;  // keep the queued blocks pinned until sent
   std::vector<std::shared_ptr<const BlockView>> held_views_;  // leased ones, likewise
+  std::vector<std::vector<std::byte>> opened_;  // plaintexts of sealed blocks, likewise
 
  private:
   struct Piece {

@@ -176,6 +176,10 @@ std::string RenderMetrics(const NodeStats& node) {
         D(n.request_timeouts));
   w.One("kvpool_tls_failures_total", "counter", "TLS handshakes or records that failed.",
         D(n.tls_failures));
+  w.One("kvpool_sealed_misses_total", "counter",
+        "Sealed (encrypted) blocks answered as misses: key retired or shredded, block moved or "
+        "swapped, or another tenant's.",
+        D(n.seal_misses));
   w.One("kvpool_requests_total", "counter", "Requests served (native and RESP).", D(n.requests));
   w.One("kvpool_protocol_errors_total", "counter", "Malformed requests.", D(n.protocol_errors));
   w.One("kvpool_auth_failures_total", "counter", "Requests with a wrong or missing token.",

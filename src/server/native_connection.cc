@@ -296,7 +296,7 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     tenant = "peer";
     peer_ = auth.ok();
   } else {
-    auth = tenants->Authorize(hello->token, hello->ns, &tenant, &cap);
+    auth = tenants->Authorize(hello->token, hello->ns, &tenant, &cap, &seal_keys_);
   }
   if (!auth.ok()) {
     ++counters_.auth_failures;
@@ -382,10 +382,14 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     if (s.ok() && !overwrite && store->Exists(key)) s = Status::Exists();
     if (s.ok() && overwrite) server_.leases().Forget(key);  // the old bytes never come back
     if (s.ok() && no_space) s = Status::NoSpace("an earlier item of this request found no room");
+    // A sealed tenant's value lands after the seal's prefix, encrypted in place at the end.
+    const size_t at = seal_keys_ ? kSealPrefix : 0;
+    if (s.ok() && seal_keys_ && seal_keys_->shredded())
+      s = Status::Refused("this tenant's encryption keys have been removed");
     if (s.ok()) {
       PutOptions po{scope_.Key(it.parent), overwrite};
       po.token_ids = put_tokens_[i];
-      auto r = store->Reserve(key, it.len, po);
+      auto r = store->Reserve(key, it.len + (seal_keys_ ? kSealOverhead : 0), po);
       if (r.ok()) {
         reservations_[i] = std::move(r).value();
       } else {
@@ -399,11 +403,12 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
         // Checked on the way in; a mismatch is left to CommitVerified, which refuses it
         // (kCorruption) and counts it like any other.
         std::span<const std::byte> src(shm_ + it.shm_offset, it.len);
-        checksummed_[i] = CopyVerified(reservations_[i].data().data(), src, it.crc, CopyHelpers());
+        checksummed_[i] =
+            CopyVerified(reservations_[i].data().data() + at, src, it.crc, CopyHelpers());
       }
     } else {
       targets_.push_back(
-          Target{reservations_[i].valid() ? reservations_[i].data().data() : nullptr, it.len});
+          Target{reservations_[i].valid() ? reservations_[i].data().data() + at : nullptr, it.len});
     }
     if (it.tokens > 0) {
       targets_.push_back(
@@ -467,8 +472,14 @@ void NativeConnection::FinishPut() {
   for (uint32_t i = 0; i < put_items_.size(); ++i) {
     if (!reservations_[i].valid()) continue;
     uint32_t crc = put_items_[i].crc;
-    Status s = checksummed_[i] ? store->CommitChecksummed(std::move(reservations_[i]), crc)
-                               : store->CommitVerified(std::move(reservations_[i]), crc);
+    Status s;
+    if (seal_keys_) {
+      s = SealReserved(scope_.Key(put_items_[i].key), crc, checksummed_[i],
+                       std::move(reservations_[i]));
+    } else {
+      s = checksummed_[i] ? store->CommitChecksummed(std::move(reservations_[i]), crc)
+                          : store->CommitVerified(std::move(reservations_[i]), crc);
+    }
     results_[i].code = net::WireCode(s);
     stored += s.ok();
   }
@@ -528,13 +539,28 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
     if (now != 0 && !keys[i].empty()) held = leases.Take(keys[i], now, !view.ok());
     const BlockView* src = view.ok() ? &*view : held.get();
     net::ResponseItem r;
-    if (src == nullptr) {
-      r.code = static_cast<uint8_t>(
-          view.status().code() == Code::kCorruption ? Code::kNotFound : view.status().code());
-    } else {
-      std::span<const std::byte> v = src->data();
-      r.size = v.size();
+    std::span<const std::byte> v;
+    bool opened = false;  // v is this connection's own plaintext copy, not the view's bytes
+    if (src != nullptr) {
+      v = src->data();
       r.crc = src->crc();
+      if (!peer_ && (seal_keys_ || IsSealed(v))) {
+        // A sealed tenant's block opens with its keys; anyone else's sealed block is a miss.
+        auto plain = OpenSealed(keys[i], v, &r.crc);
+        if (plain.ok()) {
+          v = *plain;
+          opened = true;
+        } else {
+          src = nullptr;
+        }
+      }
+    }
+    if (src == nullptr) {
+      r.code = static_cast<uint8_t>(!view.ok() && view.status().code() != Code::kCorruption
+                                        ? view.status().code()
+                                        : Code::kNotFound);
+    } else {
+      r.size = v.size();
       if (v.size() > it.max_len) {
         r.code = static_cast<uint8_t>(Code::kBufferTooSmall);
       } else if (it.shm_offset != net::kInline) {
@@ -549,7 +575,9 @@ void NativeConnection::FinishGet(const std::vector<net::GetItem>& items,
         data_len += v.size();
         inline_values.push_back(v);
         // Pinned until sent (the bytes do not move with the view).
-        if (view.ok()) {
+        if (opened) {
+          // The plaintext is the connection's; the view can go.
+        } else if (view.ok()) {
           views_.push_back(std::move(*view));
         } else {
           held_views_.push_back(std::move(held));

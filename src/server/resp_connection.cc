@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/crc32c.h"
 #include "server/server.h"
 
 namespace kvpool::server {
@@ -133,6 +134,14 @@ void RespConnection::ReplyBulk(std::string_view s) {
 
 BlockKey RespConnection::KeyOf(std::string_view key) const { return scope_.Key(KeyFromBytes(key)); }
 
+std::span<const std::byte> RespConnection::Plain(const BlockKey& key,
+                                                 std::span<const std::byte> stored) {
+  if (!seal_keys_ && !IsSealed(stored)) return stored;
+  uint32_t crc = 0;
+  auto plain = OpenSealed(key, stored, &crc);  // kept until the reply is sent
+  return plain.ok() ? *plain : std::span<const std::byte>();
+}
+
 // A GET's or MGET's blocks; the reply goes out on the reactor once they are all resolved.
 class MgetRead final : public BlockRead {
  public:
@@ -159,12 +168,14 @@ void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
   uint64_t hits = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     Result<BlockView>& view = views[i];
-    if (!view.ok() || view->data().size() < kExpiryBytes) {
+    std::span<const std::byte> stored;
+    if (view.ok()) stored = Plain(keys[i], view->data());
+    if (stored.size() < kExpiryBytes) {
       Reply("$-1\r\n");
       continue;
     }
     uint64_t expiry;
-    std::memcpy(&expiry, view->data().data(), kExpiryBytes);
+    std::memcpy(&expiry, stored.data(), kExpiryBytes);
     if (expiry != 0 && expiry <= NowUnixMs()) {
       view = Status::NotFound();  // unpin before erasing
       server_.leases().Forget(keys[i]);
@@ -172,10 +183,10 @@ void RespConnection::ReplyViews(const std::vector<BlockKey>& keys,
       Reply("$-1\r\n");
       continue;
     }
-    std::span<const std::byte> v = view->data().subspan(kExpiryBytes);
+    std::span<const std::byte> v = stored.subspan(kExpiryBytes);
     Reply("$" + std::to_string(v.size()) + "\r\n");
     QueueView(v);
-    views_.push_back(std::move(*view));
+    views_.push_back(std::move(*view));  // (unused when v is an opened copy; harmless)
     Reply("\r\n");
     ++hits;
   }
@@ -186,12 +197,19 @@ Status RespConnection::Set(std::string_view key, std::string_view value, uint64_
                            bool overwrite) {
   Store* store = server_.store();
   if (overwrite) server_.leases().Forget(KeyOf(key));
-  auto r = store->Reserve(KeyOf(key), value.size() + kExpiryBytes,
-                          PutOptions{.parent = {}, .overwrite = overwrite});
+  if (seal_keys_ && seal_keys_->shredded())
+    return Status::Refused("this tenant's encryption keys have been removed");
+  const size_t at = seal_keys_ ? kSealPrefix : 0;
+  auto r =
+      store->Reserve(KeyOf(key), value.size() + kExpiryBytes + (seal_keys_ ? kSealOverhead : 0),
+                     PutOptions{.parent = {}, .overwrite = overwrite});
   if (!r.ok()) return r.status();
-  std::memcpy(r->data().data(), &expiry_ms, kExpiryBytes);
-  std::memcpy(r->data().data() + kExpiryBytes, value.data(), value.size());
-  Status s = store->Commit(std::move(r).value());
+  std::byte* dst = r->data().data() + at;
+  std::memcpy(dst, &expiry_ms, kExpiryBytes);
+  std::memcpy(dst + kExpiryBytes, value.data(), value.size());
+  Status s = seal_keys_ ? SealReserved(KeyOf(key), Crc32c(dst, value.size() + kExpiryBytes),
+                                       /*checksummed=*/true, std::move(r).value())
+                        : store->Commit(std::move(r).value());
   CountPuts(s.ok());
   return s;
 }
@@ -201,9 +219,11 @@ std::optional<uint64_t> RespConnection::ExpiryOf(std::string_view key) {
   BlockKey k = KeyOf(key);
   auto view = store->ReadResident(k);
   if (!view.ok() && view.status().code() == Code::kBusy) view = store->Read(k);  // on flash
-  if (!view.ok() || view->data().size() < kExpiryBytes) return std::nullopt;
+  if (!view.ok()) return std::nullopt;
+  std::span<const std::byte> stored = Plain(k, view->data());
+  if (stored.size() < kExpiryBytes) return std::nullopt;
   uint64_t expiry;
-  std::memcpy(&expiry, view->data().data(), kExpiryBytes);
+  std::memcpy(&expiry, stored.data(), kExpiryBytes);
   if (expiry != 0 && expiry <= NowUnixMs()) return std::nullopt;
   return expiry;
 }
@@ -228,7 +248,8 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     std::shared_ptr<const Tenants> tenants = server_.tenants();
     std::string tenant;
     uint32_t cap = 0;
-    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant, &cap);
+    std::shared_ptr<const TenantKeys> keys;
+    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant, &cap, &keys);
     if (tenants->open()) {
       ReplyError("ERR AUTH called without any password configured");
     } else if (s.ok() && !CountAs(server_.tenant_stats().For(tenant), cap)) {
@@ -236,6 +257,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     } else if (s.ok()) {
       authed_ = true;
       tenant_name_ = tenant;
+      seal_keys_ = std::move(keys);
       Reply("+OK\r\n");
     } else {
       ++counters_.auth_failures;

@@ -35,6 +35,9 @@ class RespConnection final : public Connection {
   bool Execute(const std::vector<std::string_view>& args);
 
   BlockKey KeyOf(std::string_view key) const;
+  // The stored bytes as this connection may read them: opened if sealed (an empty span when
+  // a sealed block does not open for this tenant), as they are otherwise.
+  std::span<const std::byte> Plain(const BlockKey& key, std::span<const std::byte> stored);
   // Appends the value of `key` as a bulk string (or nil) to the output.
   // GET (array false) or MGET: values held only on flash are read on an I/O thread, and
   // no further command runs until the reply is out (replies stay in order).

@@ -327,6 +327,7 @@ std::string ServerStats::ToString() const {
   o << "connections: " << connections_open << " open, " << connections_accepted << " accepted, "
     << connections_refused << " refused, " << handshake_timeouts << " closed before a handshake, "
     << request_timeouts << " closed mid-request or idle, " << tls_failures << " TLS failures\n"
+    << "sealed blocks that did not open: " << seal_misses << "\n"
     << "requests: " << requests << ", protocol errors " << protocol_errors << ", auth failures "
     << auth_failures << "\n"
     << "bytes: " << bytes_in << " in, " << bytes_out << " out\n"
@@ -449,6 +450,7 @@ ServerStats Server::GetStats() const {
     s.handshake_timeouts += c.handshake_timeouts;
     s.request_timeouts += c.request_timeouts;
     s.tls_failures += c.tls_failures;
+    s.seal_misses += c.seal_misses;
     s.bytes_in += c.bytes_in;
     s.bytes_out += c.bytes_out;
     s.connections_open += r->open();

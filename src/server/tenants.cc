@@ -19,10 +19,25 @@ bool SameToken(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+Status LoadTenantKeys(std::vector<Tenant>& tenants) {
+  std::vector<std::shared_ptr<const TenantKeys>> loaded(tenants.size());
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const Tenant& t = tenants[i];
+    if (t.key_file.empty() && t.key_command.empty()) continue;
+    auto k = TenantKeys::Load(t.name, t.key_file, t.key_command);
+    if (!k.ok()) return k.status();
+    loaded[i] = std::move(k).value();
+  }
+  for (size_t i = 0; i < tenants.size(); ++i) tenants[i].keys = std::move(loaded[i]);
+  return Status::Ok();
+}
+
 Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant,
-                          uint32_t* max_connections) const {
+                          uint32_t* max_connections,
+                          std::shared_ptr<const TenantKeys>* keys) const {
   if (tenant) tenant->clear();
   if (max_connections) *max_connections = 0;
+  if (keys) keys->reset();
   if (open()) return Status::Ok();
   for (const Tenant& t : tenants_) {
     if (!SameToken(t.token, token)) continue;
@@ -30,6 +45,7 @@ Status Tenants::Authorize(std::string_view token, std::string_view ns, std::stri
       if (!Matches(pattern, ns)) continue;
       if (tenant) *tenant = t.name;
       if (max_connections) *max_connections = t.max_connections;
+      if (keys) *keys = t.keys;
       return Status::Ok();
     }
     return Status::Refused("namespace '" + std::string(ns) + "' is not open to this token");

@@ -8,12 +8,14 @@
 #define KVPOOL_SERVER_TENANTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvpool/key.h"
 #include "kvpool/status.h"
+#include "server/sealer.h"
 
 namespace kvpool::server {
 
@@ -23,7 +25,14 @@ struct Tenant {
   // Namespaces this tenant may open: exact names, or a prefix ending in '*'.
   std::vector<std::string> namespaces;
   uint32_t max_connections = 0;  // open at once, on this node; 0: no cap of its own
+  // Encryption at rest (server/sealer.h): where the tenant's keys come from, at most one.
+  std::string key_file, key_command;
+  std::shared_ptr<const TenantKeys> keys;  // loaded by LoadTenantKeys; null: not sealed
 };
+
+// Loads the keys of every tenant that names a key file or command (at start, and again on
+// SIGHUP: rotation, retirement, shredding). An error leaves `tenants` as it was.
+Status LoadTenantKeys(std::vector<Tenant>& tenants);
 
 class Tenants {
  public:
@@ -34,8 +43,10 @@ class Tenants {
   // OK, or kRefused with a message that names neither the token nor other tenants. On OK
   // `*tenant` (if given) is the tenant's name ("" on an open node) and `*max_connections`
   // its connection cap (0: none).
+  // `*keys` (if given): the tenant's encryption keys (null: its blocks are not sealed).
   Status Authorize(std::string_view token, std::string_view ns, std::string* tenant = nullptr,
-                   uint32_t* max_connections = nullptr) const;
+                   uint32_t* max_connections = nullptr,
+                   std::shared_ptr<const TenantKeys>* keys = nullptr) const;
 
  private:
   std::vector<Tenant> tenants_;
