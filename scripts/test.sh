@@ -45,6 +45,8 @@ fuzz resp 20 fuzz/resp_fuzz.cc src/server/resp_parser.cc
 fuzz flash_summary 15 fuzz/flash_summary_fuzz.cc src/engine/flash_summary.cc src/common/crc32c.cc
 fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/common/status.cc \
   src/common/log.cc
+fuzz key_file 15 fuzz/key_file_fuzz.cc src/server/sealer.cc src/common/status.cc -lcrypto
+fuzz tls 20 fuzz/tls_fuzz.cc src/net/tls.cc src/common/status.cc -lssl -lcrypto
 fuzz cluster 20 fuzz/cluster_fuzz.cc src/cluster/http.cc src/cluster/member.cc src/common/base64.cc \
   src/common/units.cc src/common/status.cc src/net/socket.cc
 
