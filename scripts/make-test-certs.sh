@@ -27,7 +27,7 @@ leaf() {  # name subject ca extensions
 ca ca "kvpool test CA"
 ca rogue-ca "rogue CA"
 leaf server localhost ca "subjectAltName=DNS:localhost,IP:127.0.0.1
-extendedKeyUsage=serverAuth"
+extendedKeyUsage=serverAuth,clientAuth"
 leaf client kvpool-client ca "extendedKeyUsage=clientAuth"
 leaf rogue-client rogue-client rogue-ca "extendedKeyUsage=clientAuth"
 chmod 600 ./*.key

@@ -48,7 +48,7 @@ fuzz config 20 fuzz/config_fuzz.cc src/server/config.cc src/common/units.cc src/
 fuzz key_file 15 fuzz/key_file_fuzz.cc src/server/sealer.cc src/common/status.cc -lcrypto
 fuzz tls 20 fuzz/tls_fuzz.cc src/net/tls.cc src/common/status.cc -lssl -lcrypto
 fuzz cluster 20 fuzz/cluster_fuzz.cc src/cluster/http.cc src/cluster/member.cc src/common/base64.cc \
-  src/common/units.cc src/common/status.cc src/net/socket.cc
+  src/common/units.cc src/common/status.cc src/net/socket.cc src/net/tls.cc -lssl -lcrypto
 
 echo "== benchmark smoke run (figures are not checked here; see docs/PERFORMANCE.md)"
 build/kvpool_bench --quick --no-fio --json build/bench-smoke.json --flash-file build/bench-flash.img >/dev/null

@@ -27,11 +27,12 @@ int FreePort() {
 
 bool EtcdServer::Available() { return ::access("/usr/bin/etcd", X_OK) == 0; }
 
-bool EtcdServer::Start() {
+bool EtcdServer::Start(const std::string& tls_dir) {
   ::mkdir(dir_.c_str(), 0755);
   client_port_ = FreePort();
   peer_port_ = FreePort();
-  std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  std::string client =
+      (tls_dir.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") + std::to_string(client_port_);
   std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   std::vector<std::string> args = {"/usr/bin/etcd",
                                    "--name",
@@ -50,6 +51,19 @@ bool EtcdServer::Start() {
                                    "test=" + peer,
                                    "--log-level",
                                    "warn"};
+  std::shared_ptr<const net::TlsContext> probe_tls;
+  if (!tls_dir.empty()) {
+    args.insert(args.end(), {"--cert-file", tls_dir + "/server.pem", "--key-file",
+                             tls_dir + "/server.key", "--client-cert-auth", "--trusted-ca-file",
+                             tls_dir + "/ca.pem"});
+    net::TlsOptions o;
+    o.ca_file = tls_dir + "/ca.pem";
+    o.cert_file = tls_dir + "/client.pem";
+    o.key_file = tls_dir + "/client.key";
+    auto ctx = net::TlsContext::Client(o);
+    if (!ctx.ok()) return false;
+    probe_tls = std::move(ctx).value();
+  }
   pid_ = fork();
   if (pid_ == 0) {
     int fd = ::open((dir_ + "/etcd.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -62,7 +76,8 @@ bool EtcdServer::Start() {
     _exit(127);
   }
   for (int i = 0; i < 300; ++i) {
-    auto r = cluster::HttpPost(endpoint(), "/v3/kv/range", "{\"key\":\"AA==\"}", 500);
+    auto r = cluster::HttpPost(endpoint(), "/v3/kv/range", "{\"key\":\"AA==\"}", 500,
+                               probe_tls.get());
     if (r.ok()) return true;
     int st;
     if (waitpid(pid_, &st, WNOHANG) == pid_) {

@@ -15,7 +15,9 @@ class EtcdServer {
   ~EtcdServer() { Stop(); }
   static bool Available();  // is the etcd binary installed
   // Starts and waits (up to 15 s) until it answers; false if it did not (output() says why).
-  bool Start();
+  // With `tls_dir` (scripts/make-test-certs.sh's files): HTTPS with server.pem, and client
+  // certificates of ca.pem required (etcd's --client-cert-auth).
+  bool Start(const std::string& tls_dir = "");
   void Stop();   // SIGTERM, wait (SIGKILL after 5 s)
   void Pause();  // SIGSTOP: etcd stops answering (connections stay open)
   void Resume();

@@ -8,14 +8,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "cluster/etcd.h"
+#include "cluster/http.h"
 #include "cluster/membership.h"
 #include "cluster/registrar.h"
+#include "common/base64.h"
 #include "daemon.h"
 #include "etcd.h"
 #include "kvpool/near_cache.h"
@@ -619,6 +622,122 @@ TEST_F(PoolTest, MemberIdClashIsRefusedAndAVanishedRecordComesBack) {
         return nodes_[0]->output().find("had vanished; registered again") != std::string::npos;
       },
       2000ms));
+}
+
+// etcd with auth on (issue 20): a node joins only with the cluster's credential; a node
+// without it, or with a wrong password, is refused at start; a record written without
+// credentials is refused by etcd; a pool client finds the members only with the credential.
+TEST_F(PoolTest, EtcdAuthAdmitsOnlyTheClustersCredential) {
+  REQUIRE_ETCD();
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start()) << etcd.output();
+  auto admin = [&](const char* path, const std::string& body) {
+    auto r = cluster::HttpPost(etcd.endpoint(), path, body, 2000);
+    EXPECT_TRUE(r.ok()) << path << ": " << r.status().ToString();
+  };
+  // root (needed to turn auth on) and a kvpool user that may write the member prefix only.
+  admin("/v3/auth/user/add", R"({"name":"root","password":"rootpw"})");
+  admin("/v3/auth/user/grant", R"({"user":"root","role":"root"})");
+  admin("/v3/auth/role/add", R"({"name":"kvpool"})");
+  std::string prefix = "/kvpool/members/";
+  admin("/v3/auth/role/grant", R"({"name":"kvpool","perm":{"permType":"READWRITE","key":")" +
+                                   Base64Encode(prefix) + R"(","range_end":")" +
+                                   Base64Encode(cluster::PrefixEnd(prefix)) + R"("}})");
+  admin("/v3/auth/user/add", R"({"name":"kvpool","password":"podpw"})");
+  admin("/v3/auth/user/grant", R"({"user":"kvpool","role":"kvpool"})");
+  admin("/v3/auth/enable", "{}");
+
+  std::string dir = TempDir("auth");
+  std::ofstream(dir + "/good.pw") << "podpw\n";
+  std::ofstream(dir + "/bad.pw") << "guess\n";
+  auto config = [&](const std::string& name, const std::string& pw) {
+    std::string path = dir + "/" + name + ".toml";
+    std::ofstream(path) << "[cluster]\netcd_user = \"kvpool\"\netcd_password_file = \"" + dir +
+                               "/" + pw + "\"\n";
+    return path;
+  };
+  nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+  ASSERT_TRUE(nodes_[0]->Start({"--config", config("good", "good.pw"), "--etcd", etcd.endpoint(),
+                                "--member-id", "n0", "--lease-ttl", "2"}))
+      << nodes_[0]->output();
+  cluster::Etcd member({etcd.endpoint()}, 1000, {"kvpool", "podpw"});
+  auto members = [&](cluster::Etcd& e) {
+    std::vector<cluster::EtcdKv> kvs;
+    int64_t rev = 0;
+    Status s = e.RangePrefix(prefix, &kvs, &rev);
+    return s.ok() ? int(kvs.size()) : -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return members(member) == 1; }, 5000ms)) << nodes_[0]->output();
+
+  Daemon rogue(TempDir("rogue"));
+  EXPECT_FALSE(rogue.Start({"--etcd", etcd.endpoint(), "--member-id", "rogue"}));
+  EXPECT_NE(rogue.output().find("refused"), std::string::npos) << rogue.output();
+  Daemon guesser(TempDir("guesser"));
+  EXPECT_FALSE(guesser.Start(
+      {"--config", config("bad", "bad.pw"), "--etcd", etcd.endpoint(), "--member-id", "guesser"}));
+  EXPECT_NE(guesser.output().find("refused user 'kvpool'"), std::string::npos) << guesser.output();
+  // etcdctl-style writes without a credential: etcd refuses them now.
+  cluster::Etcd anonymous({etcd.endpoint()}, 1000);
+  EXPECT_FALSE(anonymous.Put(prefix + "forged", R"({"address":"127.0.0.1:1"})").ok());
+  EXPECT_EQ(members(anonymous), -1);
+  EXPECT_EQ(members(member), 1);
+  // The pool client: with the credential it finds the node, without it none.
+  PoolOptions po;
+  po.etcd = etcd.endpoint();
+  po.etcd_user = "kvpool";
+  po.etcd_password = "podpw";
+  auto pool = std::move(PoolClient::Create(po)).value();
+  EXPECT_EQ(pool->GetStatus(false).members.size(), 1u);
+  po.etcd_user.clear();
+  po.etcd_password.clear();
+  po.etcd_wait_ms = 500;
+  auto blind = std::move(PoolClient::Create(po)).value();
+  PoolStatus st = blind->GetStatus(false);
+  EXPECT_EQ(st.members.size(), 0u);
+  EXPECT_FALSE(st.membership_ok);
+}
+
+// etcd over TLS with client certificates (--client-cert-auth): a node with the cluster's
+// certificate joins; one without, or with a certificate of another CA, is refused at start.
+TEST_F(PoolTest, EtcdClientCertificatesAdmitOnlyTheCluster) {
+  REQUIRE_ETCD();
+  std::string certs = TempDir("etcd-certs");
+  ASSERT_EQ(std::system((std::string(KVPOOL_SOURCE_DIR) + "/scripts/make-test-certs.sh " + certs +
+                         " >/dev/null")
+                            .c_str()),
+            0);
+  EtcdServer etcd(TempDir("etcd"));
+  ASSERT_TRUE(etcd.Start(certs)) << etcd.output();
+  auto config = [&](const std::string& client) {
+    std::string path = certs + "/" + client + ".toml";
+    std::ofstream(path) << "[cluster]\netcd_tls_ca = \"" + certs + "/ca.pem\"\n" +
+                               (client.empty() ? ""
+                                               : "etcd_tls_cert = \"" + certs + "/" + client +
+                                                     ".pem\"\netcd_tls_key = \"" + certs + "/" +
+                                                     client + ".key\"\n");
+    return path;
+  };
+  nodes_.push_back(std::make_unique<Daemon>(TempDir("node")));
+  ASSERT_TRUE(nodes_[0]->Start({"--config", config("client"), "--etcd", etcd.endpoint(),
+                                "--member-id", "n0", "--lease-ttl", "2"}))
+      << nodes_[0]->output();
+  cluster::Etcd e({etcd.endpoint()}, 1000,
+                  {"", "", true, certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::vector<cluster::EtcdKv> kvs;
+        int64_t rev = 0;
+        return e.RangePrefix("/kvpool/members/", &kvs, &rev).ok() && kvs.size() == 1;
+      },
+      5000ms))
+      << nodes_[0]->output();
+  for (const std::string& who : {std::string(), std::string("rogue-client")}) {
+    Daemon rogue(TempDir("rogue"));
+    EXPECT_FALSE(rogue.Start({"--config", config(who), "--etcd", etcd.endpoint(), "--member-id",
+                              "rogue"}))
+        << who;
+    EXPECT_NE(rogue.output().find("refused"), std::string::npos) << rogue.output();
+  }
 }
 
 // Every record vanishing at once (as when etcd stalled and all leases expired together)

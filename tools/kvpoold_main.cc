@@ -146,6 +146,25 @@ int Fail(const std::string& msg) {
 
 std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
 
+// How this node reaches etcd: the [cluster] settings, else etcdctl's environment variables.
+kvpool::Result<kvpool::cluster::EtcdAccess> EtcdAccessOf(const kvpool::server::ClusterConfig& c) {
+  kvpool::cluster::EtcdAccess a = kvpool::cluster::EtcdAccess::FromEnvironment();
+  if (!c.etcd_user.empty()) a.user = c.etcd_user;
+  if (!c.etcd_password_file.empty()) {
+    std::ifstream f(c.etcd_password_file);
+    std::string password;
+    if (!f || !std::getline(f, password))
+      return kvpool::Status::InvalidArgument("cannot read etcd_password_file " +
+                                             c.etcd_password_file);
+    a.password = password;
+  }
+  if (!c.etcd_tls_ca.empty()) a.tls_ca = c.etcd_tls_ca;
+  if (!c.etcd_tls_cert.empty()) a.tls_cert = c.etcd_tls_cert;
+  if (!c.etcd_tls_key.empty()) a.tls_key = c.etcd_tls_key;
+  a.tls = !a.tls_ca.empty() || !a.tls_cert.empty();
+  return a;
+}
+
 // This node as clients should see it: the advertise address (or the listen host with the
 // port actually bound), a stable id, capacity and labels.
 kvpool::Result<kvpool::cluster::Member> SelfMember(const DaemonConfig& c, uint16_t port) {
@@ -623,19 +642,37 @@ int main(int argc, char** argv) {
   std::atomic<bool> stopping{false};
   std::optional<kvpool::cluster::Member> self;
   std::vector<std::string> etcd_endpoints = kvpool::cluster::SplitEndpoints(c.cluster.etcd);
+  kvpool::cluster::EtcdAccess check_access;
   if (!c.cluster.etcd.empty()) {
     auto me = SelfMember(c, srv->port());
     if (!me.ok()) return Fail("cluster: " + me.status().ToString());
     self = std::move(me).value();
+    auto access = EtcdAccessOf(c.cluster);
+    if (!access.ok()) return Fail("cluster: " + access.status().ToString());
+    // A node joins only with the cluster's credential: one etcd refuses stops it here.
+    {
+      kvpool::cluster::Etcd etcd(etcd_endpoints, 2000, *access);
+      std::vector<kvpool::cluster::EtcdKv> kvs;
+      int64_t rev = 0;
+      kvpool::Status s = etcd.RangePrefix(c.cluster.prefix, &kvs, &rev);
+      if (s.code() == kvpool::Code::kRefused)
+        return Fail("cluster: etcd refused this node's credential (cluster.etcd_user and "
+                    "etcd_password_file, or etcd_tls_cert): " +
+                    std::string(s.message()));
+      if (s.code() == kvpool::Code::kInvalidArgument)
+        return Fail("cluster: " + std::string(s.message()));
+    }
     kvpool::cluster::RegistrarOptions check;
     check.endpoints = etcd_endpoints;
     check.prefix = c.cluster.prefix;
+    check.access = check_access = *access;
     if (kvpool::Status s = kvpool::cluster::CheckMemberIdFree(check, *self); !s.ok()) {
       return Fail("cluster: " + std::string(s.message()));
     }
     // Nodes watch the member list too: each change is logged (who joined, who left), and
     // the HTTP endpoint shows it.
-    peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000);
+    peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000,
+                                                  *access);
     peer_log = std::thread([&] { LogMemberChanges(*peers, stopping); });
   }
   std::unique_ptr<kvpool::server::HttpEndpoint> http;
@@ -651,6 +688,7 @@ int main(int argc, char** argv) {
     ro.endpoints = etcd_endpoints;
     ro.prefix = c.cluster.prefix;
     ro.ttl_seconds = static_cast<int>(c.cluster.lease_ttl);
+    ro.access = check_access;
     Log("member " + self->id + " at " + self->address + ", capacity " +
         kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
     registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);

@@ -37,6 +37,10 @@ struct PoolOptions {
   std::string members;
   std::string etcd;  // "host:port[,host:port...]": members from etcd
   std::string etcd_prefix = "/kvpool/members/";
+  // etcd with auth or TLS: a user and password, and/or HTTPS with a CA (and a client
+  // certificate for etcd's --client-cert-auth). All empty: etcdctl's environment
+  // variables (ETCDCTL_USER, ETCDCTL_PASSWORD, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY).
+  std::string etcd_user, etcd_password, etcd_tls_ca, etcd_tls_cert, etcd_tls_key;
   ClientOptions client;       // per-node connection settings (address is ignored)
   int node_timeout_ms = 300;  // a node that does not answer within this is a miss
   int failures_to_drop = 3;   // consecutive failures before a node leaves placement

@@ -1,5 +1,7 @@
 #include "cluster/etcd.h"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "cluster/http.h"
@@ -72,20 +74,86 @@ std::vector<std::string> SplitEndpoints(const std::string& text) {
   return out;
 }
 
-Etcd::Etcd(std::vector<std::string> endpoints, int timeout_ms)
-    : endpoints_(std::move(endpoints)), timeout_ms_(timeout_ms) {}
+EtcdAccess EtcdAccess::FromEnvironment() {
+  EtcdAccess a;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  a.user = env("ETCDCTL_USER");
+  a.password = env("ETCDCTL_PASSWORD");
+  if (size_t colon = a.user.find(':'); colon != std::string::npos && a.password.empty()) {
+    a.password = a.user.substr(colon + 1);
+    a.user.resize(colon);
+  }
+  a.tls_ca = env("ETCDCTL_CACERT");
+  a.tls_cert = env("ETCDCTL_CERT");
+  a.tls_key = env("ETCDCTL_KEY");
+  a.tls = !a.tls_ca.empty() || !a.tls_cert.empty();
+  return a;
+}
+
+Etcd::Etcd(std::vector<std::string> endpoints, int timeout_ms, EtcdAccess access)
+    : endpoints_(std::move(endpoints)), timeout_ms_(timeout_ms), access_(std::move(access)) {
+  if (access_.tls) {
+    net::TlsOptions o;
+    o.ca_file = access_.tls_ca;
+    o.cert_file = access_.tls_cert;
+    o.key_file = access_.tls_key;
+    auto ctx = net::TlsContext::Client(o);
+    if (ctx.ok()) {
+      tls_ = std::move(ctx).value();
+    } else {
+      tls_error_ = ctx.status();
+    }
+  }
+}
+
+Status Etcd::Authenticate(const std::string& endpoint) {
+  auto r = HttpPost(endpoint, "/v3/auth/authenticate",
+                    json{{"name", access_.user}, {"password", access_.password}}.dump(),
+                    timeout_ms_, tls_.get());
+  if (!r.ok()) {
+    return Status(Code::kRefused, "etcd refused user '" + access_.user + "': " + r.status().ToString());
+  }
+  auto j = Parse(*r);
+  if (!j.ok()) return j.status();
+  token_ = j->value("token", std::string());
+  if (token_.empty()) return Status(Code::kRefused, "etcd gave no auth token");
+  return Status::Ok();
+}
+
+Result<std::string> Etcd::CallOne(const std::string& endpoint, const char* path,
+                                  const std::string& body) {
+  if (!access_.user.empty() && token_.empty()) {
+    if (Status s = Authenticate(endpoint); !s.ok()) return s;
+  }
+  auto r = HttpPost(endpoint, path, body, timeout_ms_, tls_.get(), token_);
+  if (!r.ok() && !access_.user.empty() &&
+      r.status().ToString().find("invalid auth token") != std::string::npos) {
+    token_.clear();  // expired (etcd's simple tokens live 5 minutes): once more, afresh
+    if (Status s = Authenticate(endpoint); !s.ok()) return s;
+    r = HttpPost(endpoint, path, body, timeout_ms_, tls_.get(), token_);
+  }
+  return r;
+}
 
 Result<std::string> Etcd::Call(const char* path, const std::string& body) {
   if (endpoints_.empty()) return Status(Code::kUnavailable, "no etcd endpoints");
+  if (!tls_error_.ok()) return tls_error_;
   Status last;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     size_t e = (preferred_ + i) % endpoints_.size();
-    auto r = HttpPost(endpoints_[e], path, body, timeout_ms_);
+    auto r = CallOne(endpoints_[e], path, body);
     if (r.ok()) {
       preferred_ = e;
       return r;
     }
     last = r.status();
+    // Credentials etcd refuses are not an outage: say so, and do not try elsewhere.
+    if (last.code() == Code::kRefused || last.ToString().find("permission denied") !=
+                                             std::string::npos)
+      return Status(Code::kRefused, "etcd: " + last.ToString());
   }
   return Status(Code::kUnavailable, "etcd unreachable (" + last.ToString() + ")");
 }
@@ -151,8 +219,13 @@ Status Etcd::WatchPrefix(const std::string& prefix, int64_t from,
                          const std::function<void(const EtcdEvent&)>& on_event,
                          const std::atomic<bool>& stop, int64_t* last_revision) {
   if (endpoints_.empty()) return Status(Code::kUnavailable, "no etcd endpoints");
-  auto conn = HttpConnection::Open(endpoints_[preferred_], timeout_ms_);
+  if (!tls_error_.ok()) return tls_error_;
+  if (!access_.user.empty()) {  // a fresh token: a watch lives longer than one may
+    if (Status s = Authenticate(endpoints_[preferred_]); !s.ok()) return s;
+  }
+  auto conn = HttpConnection::Open(endpoints_[preferred_], timeout_ms_, tls_.get());
   if (!conn.ok()) return conn.status();
+  conn->SetAuthorization(token_);
   json create = {{"create_request",
                   {{"key", Base64Encode(prefix)},
                    {"range_end", Base64Encode(PrefixEnd(prefix))},

@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kvpool/status.h"
+#include "net/tls.h"
 
 namespace kvpool::cluster {
 
@@ -24,10 +26,24 @@ struct EtcdEvent {
   EtcdKv kv;             // value empty for a delete
 };
 
+// How to reach an etcd that has auth on, TLS, or both (docs/DEPLOY.md). With a user, every
+// call carries a token from /v3/auth/authenticate (fetched again when etcd says it
+// expired); with TLS, calls are HTTPS, the server's certificate checked against tls_ca, and
+// tls_cert/tls_key presented (etcd's --client-cert-auth: the certificate's CN is the user).
+struct EtcdAccess {
+  std::string user, password;
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key;
+  // etcdctl's variables: ETCDCTL_USER ("name" or "name:password"), ETCDCTL_PASSWORD,
+  // ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY (TLS when any of the last three is set).
+  static EtcdAccess FromEnvironment();
+  bool configured() const { return !user.empty() || tls; }
+};
+
 class Etcd {
  public:
   // endpoints: "host:port" of etcd's client URLs (comma-separated in config text).
-  Etcd(std::vector<std::string> endpoints, int timeout_ms);
+  Etcd(std::vector<std::string> endpoints, int timeout_ms, EtcdAccess access = {});
 
   Result<int64_t> LeaseGrant(int ttl_seconds);
   // The lease's remaining TTL in seconds; 0 if it has expired (or never existed).
@@ -48,8 +64,16 @@ class Etcd {
 
  private:
   Result<std::string> Call(const char* path, const std::string& body);
+  // POST on one endpoint, with the auth token (fetched first if there is none yet).
+  Result<std::string> CallOne(const std::string& endpoint, const char* path,
+                              const std::string& body);
+  Status Authenticate(const std::string& endpoint);
   std::vector<std::string> endpoints_;
   int timeout_ms_;
+  EtcdAccess access_;
+  std::shared_ptr<const net::TlsContext> tls_;  // set when access_.tls
+  Status tls_error_;                            // why the TLS context could not be made
+  std::string token_;                           // etcd auth token ("" until authenticated)
   size_t preferred_ = 0;  // the endpoint that answered last
 };
 

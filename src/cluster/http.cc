@@ -165,7 +165,8 @@ Status HttpResponseParser::Feed(std::string_view data) {
   return Status::Ok();
 }
 
-Result<HttpConnection> HttpConnection::Open(const std::string& address, int timeout_ms) {
+Result<HttpConnection> HttpConnection::Open(const std::string& address, int timeout_ms,
+                                            const net::TlsContext* tls) {
   auto addr = net::ParseAddress(address);
   if (!addr.ok()) return addr.status();
   if (addr->unix_socket) return Status::InvalidArgument("etcd endpoint must be host:port");
@@ -174,23 +175,43 @@ Result<HttpConnection> HttpConnection::Open(const std::string& address, int time
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  return HttpConnection(std::move(fd).value(), address);
+  HttpConnection c(std::move(fd).value(), address, timeout_ms);
+  if (tls) {
+    auto session = tls->NewSession(c.fd_.get(), addr->host);
+    if (!session.ok()) return session.status();
+    c.tls_ = std::move(session).value();
+    // A handshake etcd refuses (no client certificate, an unknown CA) is a refusal, not an
+    // outage: the node is told at start instead of retrying for ever.
+    if (Status s = net::TlsHandshake(*c.tls_, c.fd_.get(), timeout_ms); !s.ok()) {
+      if (s.code() == Code::kTimeout) return s;
+      return Status(Code::kRefused, "TLS with etcd at " + address + ": " + std::string(s.message()));
+    }
+  }
+  return c;
+}
+
+std::string HttpConnection::Headers() const {
+  return "Host: " + host_ + "\r\n" +
+         (authorization_.empty() ? "" : "Authorization: " + authorization_ + "\r\n");
 }
 
 Status HttpConnection::Post(std::string_view path, std::string_view body) {
-  std::string req =
-      "POST " + std::string(path) + " HTTP/1.1\r\nHost: " + host_ +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n";
+  std::string req = "POST " + std::string(path) + " HTTP/1.1\r\n" + Headers() +
+                    "Content-Type: application/json\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n";
   req.append(body);
   return Send(req);
 }
 
 Status HttpConnection::Get(std::string_view path) {
-  return Send("GET " + std::string(path) + " HTTP/1.1\r\nHost: " + host_ + "\r\n\r\n");
+  return Send("GET " + std::string(path) + " HTTP/1.1\r\n" + Headers() + "\r\n");
 }
 
 Status HttpConnection::Send(const std::string& req) {
+  if (tls_) {
+    Status s = net::TlsWriteAll(*tls_, fd_.get(), req.data(), req.size(), timeout_ms_);
+    return s.ok() ? s : Status(Code::kUnavailable, "etcd send: " + std::string(s.message()));
+  }
   size_t off = 0;
   while (off < req.size()) {
     ssize_t n = ::send(fd_.get(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
@@ -202,19 +223,51 @@ Status HttpConnection::Send(const std::string& req) {
   return Status::Ok();
 }
 
-Status HttpConnection::ReadResponse(std::string* body) {
-  char buf[16384];
-  while (!parser_.done()) {
-    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+Result<size_t> HttpConnection::Receive(char* buf, size_t len, bool wait) {
+  if (tls_) {
+    if (!wait && !tls_->HasPending()) {
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return Status(Code::kTimeout, "no data");
+    }
+    auto got = net::TlsReadSome(*tls_, fd_.get(), buf, len, timeout_ms_);
+    if (!got.ok() && got.status().message().find("alert") != std::string_view::npos) {
+      // TLS 1.3: etcd refuses a client certificate after the client's handshake is over.
+      return Status(Code::kRefused, "etcd refused the TLS client: " + got.status().ToString());
+    }
+    if (!got.ok() && got.status().code() == Code::kUnavailable) return size_t{0};  // closed
+    return got;
+  }
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), buf, len, wait ? 0 : MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) return Status(Code::kUnavailable, "etcd closed the connection");
     if (n < 0) {
       return Status(errno == EAGAIN ? Code::kTimeout : Code::kUnavailable,
                     std::string("etcd recv: ") + std::strerror(errno));
     }
-    if (Status s = parser_.Feed(std::string_view(buf, size_t(n))); !s.ok()) return s;
+    return size_t(n);
+  }
+}
+
+Status HttpConnection::ReadResponse(std::string* body) {
+  char buf[16384];
+  while (!parser_.done()) {
+    auto n = Receive(buf, sizeof(buf), /*wait=*/true);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return Status(Code::kUnavailable, "etcd closed the connection");
+    if (Status s = parser_.Feed(std::string_view(buf, *n)); !s.ok()) return s;
   }
   *body = parser_.TakeBody();
+  int code = parser_.status_code();
+  // etcd auth: no or a wrong credential, an expired token, no permission (etcd says so in
+  // a 400 as often as in a 401/403).
+  bool auth = code == 401 || code == 403 ||
+              (code == 400 && (body->find("user name is empty") != std::string::npos ||
+                               body->find("permission denied") != std::string::npos ||
+                               body->find("authentication failed") != std::string::npos ||
+                               body->find("invalid auth token") != std::string::npos));
+  if (auth) {
+    return Status(Code::kRefused, "etcd answered HTTP " + std::to_string(code) + ": " + *body);
+  }
   if (parser_.status_code() / 100 != 2) {
     return Status(Code::kIoError,
                   "etcd answered HTTP " + std::to_string(parser_.status_code()) + ": " + *body);
@@ -223,15 +276,17 @@ Status HttpConnection::ReadResponse(std::string* body) {
 }
 
 Status HttpConnection::ReadSome(std::string* out, int wait_ms) {
-  pollfd p{fd_.get(), POLLIN, 0};
-  int r = ::poll(&p, 1, wait_ms);
-  if (r < 0 && errno != EINTR) return Status(Code::kUnavailable, std::strerror(errno));
-  if (r <= 0) return Status::Ok();
+  if (!tls_ || !tls_->HasPending()) {
+    pollfd p{fd_.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, wait_ms);
+    if (r < 0 && errno != EINTR) return Status(Code::kUnavailable, std::strerror(errno));
+    if (r <= 0) return Status::Ok();
+  }
   char buf[16384];
-  ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Status::Ok();
-  if (n <= 0) return Status(Code::kUnavailable, "etcd stream ended");
-  if (Status s = parser_.Feed(std::string_view(buf, size_t(n))); !s.ok()) return s;
+  auto n = Receive(buf, sizeof(buf), /*wait=*/false);
+  if (!n.ok() && n.status().code() == Code::kTimeout) return Status::Ok();
+  if (!n.ok() || *n == 0) return Status(Code::kUnavailable, "etcd stream ended");
+  if (Status s = parser_.Feed(std::string_view(buf, *n)); !s.ok()) return s;
   if (parser_.headers_done() && parser_.status_code() / 100 != 2) {
     return Status(Code::kIoError, "etcd answered HTTP " + std::to_string(parser_.status_code()));
   }
@@ -241,9 +296,11 @@ Status HttpConnection::ReadSome(std::string* out, int wait_ms) {
 }
 
 Result<std::string> HttpPost(const std::string& address, std::string_view path,
-                             std::string_view body, int timeout_ms) {
-  auto conn = HttpConnection::Open(address, timeout_ms);
+                             std::string_view body, int timeout_ms, const net::TlsContext* tls,
+                             const std::string& authorization) {
+  auto conn = HttpConnection::Open(address, timeout_ms, tls);
   if (!conn.ok()) return conn.status();
+  conn->SetAuthorization(authorization);
   if (Status s = conn->Post(path, body); !s.ok()) return s;
   std::string out;
   if (Status s = conn->ReadResponse(&out); !s.ok()) return s;

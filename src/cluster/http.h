@@ -12,6 +12,7 @@
 
 #include "kvpool/status.h"
 #include "net/socket.h"
+#include "net/tls.h"
 
 namespace kvpool::cluster {
 
@@ -45,7 +46,11 @@ class HttpResponseParser {
 class HttpConnection {
  public:
   // Connects to "host:port" within timeout_ms; every later read and write is bounded by it.
-  static Result<HttpConnection> Open(const std::string& address, int timeout_ms);
+  // With `tls`, speaks HTTPS (the certificate checked against the address's host).
+  static Result<HttpConnection> Open(const std::string& address, int timeout_ms,
+                                     const net::TlsContext* tls = nullptr);
+  // A header sent with every request from now on ("Authorization: <token>" for etcd auth).
+  void SetAuthorization(std::string token) { authorization_ = std::move(token); }
 
   // Sends "POST path" with a JSON body.
   Status Post(std::string_view path, std::string_view body);
@@ -59,16 +64,24 @@ class HttpConnection {
 
  private:
   Status Send(const std::string& request);
-  explicit HttpConnection(net::Fd fd, std::string host)
-      : fd_(std::move(fd)), host_(std::move(host)) {}
+  // Some bytes of the response (blocking, up to the timeout): 0 when the peer closed.
+  Result<size_t> Receive(char* buf, size_t len, bool wait);
+  std::string Headers() const;
+  explicit HttpConnection(net::Fd fd, std::string host, int timeout_ms)
+      : fd_(std::move(fd)), host_(std::move(host)), timeout_ms_(timeout_ms) {}
   net::Fd fd_;
   std::string host_;
+  int timeout_ms_;
+  std::unique_ptr<net::TlsSession> tls_;
+  std::string authorization_;
   HttpResponseParser parser_;
 };
 
 // One request on a fresh connection: POST, read the response, close.
 Result<std::string> HttpPost(const std::string& address, std::string_view path,
-                             std::string_view body, int timeout_ms);
+                             std::string_view body, int timeout_ms,
+                             const net::TlsContext* tls = nullptr,
+                             const std::string& authorization = "");
 
 }  // namespace kvpool::cluster
 

@@ -16,14 +16,17 @@ std::unique_ptr<Membership> Membership::Static(std::vector<Member> members) {
 }
 
 std::unique_ptr<Membership> Membership::FromEtcd(std::vector<std::string> endpoints,
-                                                 std::string prefix, int timeout_ms) {
+                                                 std::string prefix, int timeout_ms,
+                                                 EtcdAccess access) {
   std::unique_ptr<Membership> m(new Membership());
   m->view_.members = std::make_shared<const std::vector<Member>>();
   m->view_.source_ok = false;
   m->view_.source_error = "etcd not answered yet";
   m->thread_ = std::thread(
-      [p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix),
-       timeout_ms]() mutable { p->Run(std::move(endpoints), std::move(prefix), timeout_ms); });
+      [p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix), timeout_ms,
+       access = std::move(access)]() mutable {
+        p->Run(std::move(endpoints), std::move(prefix), timeout_ms, std::move(access));
+      });
   m->expirer_ = std::thread([p = m.get()] { p->ExpireHolds(); });
   return m;
 }
@@ -123,8 +126,9 @@ void Membership::SetSource(bool ok, std::string error) {
   view_.source_error = std::move(error);
 }
 
-void Membership::Run(std::vector<std::string> endpoints, std::string prefix, int timeout_ms) {
-  Etcd etcd(std::move(endpoints), timeout_ms);
+void Membership::Run(std::vector<std::string> endpoints, std::string prefix, int timeout_ms,
+                     EtcdAccess access) {
+  Etcd etcd(std::move(endpoints), timeout_ms, std::move(access));
   int backoff_ms = 100;
   while (!stop_) {
     std::vector<EtcdKv> kvs;

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd.h"
 #include "cluster/member.h"
 
 namespace kvpool::cluster {
@@ -39,7 +40,8 @@ class Membership {
   static std::unique_ptr<Membership> Static(std::vector<Member> members);
   // Lists `prefix` and watches it; reconnects with backoff (100 ms .. 2 s) after a failure.
   static std::unique_ptr<Membership> FromEtcd(std::vector<std::string> endpoints,
-                                              std::string prefix, int timeout_ms);
+                                              std::string prefix, int timeout_ms,
+                                              EtcdAccess access = EtcdAccess::FromEnvironment());
   ~Membership();
 
   MembershipView Current() const;
@@ -49,7 +51,8 @@ class Membership {
 
  private:
   Membership() = default;
-  void Run(std::vector<std::string> endpoints, std::string prefix, int timeout_ms);
+  void Run(std::vector<std::string> endpoints, std::string prefix, int timeout_ms,
+           EtcdAccess access);
   void Publish(std::vector<Member> members);
   void SetSource(bool ok, std::string error);
   // The etcd source: records as etcd has them now (by key); publishes them with the

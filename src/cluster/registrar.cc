@@ -45,7 +45,7 @@ Result<std::string> ReadRecord(Etcd& etcd, const std::string& key) {
 }  // namespace
 
 Status CheckMemberIdFree(const RegistrarOptions& options, const Member& self) {
-  Etcd etcd(options.endpoints, options.timeout_ms);
+  Etcd etcd(options.endpoints, options.timeout_ms, options.access);
   auto record = ReadRecord(etcd, options.prefix + self.id);
   if (!record.ok() || record->empty()) return Status::Ok();
   auto other = DecodeMember(*record);
@@ -58,7 +58,7 @@ Status CheckMemberIdFree(const RegistrarOptions& options, const Member& self) {
 }
 
 void Registrar::Run() {
-  Etcd etcd(options_.endpoints, options_.timeout_ms);
+  Etcd etcd(options_.endpoints, options_.timeout_ms, options_.access);
   const std::string key = options_.prefix + self_.id;
   const std::string record = EncodeMember(self_);
   int backoff_ms = 100;

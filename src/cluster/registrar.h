@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd.h"
 #include "cluster/member.h"
 #include "kvpool/status.h"
 
@@ -25,6 +26,7 @@ struct RegistrarOptions {
   std::string prefix = "/kvpool/members/";
   int ttl_seconds = 3;
   int timeout_ms = 1000;
+  EtcdAccess access;  // etcd auth and TLS (the cluster's credential)
 };
 
 // Before registering: kExists if another node's record (another address) holds this id

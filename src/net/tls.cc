@@ -177,7 +177,8 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const TlsOptions& o
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
-Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd) const {
+Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd,
+                                                           const std::string& server_name) const {
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx_);
   if (!ssl) return Fail("TLS session");
@@ -196,7 +197,7 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd) const {
     SSL_set_accept_state(ssl);
     return s;
   }
-  const std::string& name = options_.server_name;
+  const std::string& name = server_name.empty() ? options_.server_name : server_name;
   if (!name.empty() && options_.verify_server) {
     if (IsIpAddress(name)) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());

@@ -59,8 +59,9 @@ class TlsContext {
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
 
-  // A session on `fd` (server: accepting; client: connecting).
-  Result<std::unique_ptr<TlsSession>> NewSession(int fd) const;
+  // A session on `fd` (server: accepting; client: connecting, checking `server_name`
+  // instead of the options' when it is given).
+  Result<std::unique_ptr<TlsSession>> NewSession(int fd, const std::string& server_name = "") const;
   bool is_server() const { return server_; }
 
  private:

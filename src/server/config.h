@@ -27,6 +27,8 @@ struct ClusterConfig {
   uint64_t capacity = 0;  // advertised placement weight (default: DRAM + flash bytes)
   std::string node, rack, zone;  // topology labels
   unsigned lease_ttl = 3;        // seconds; a node that stops keeping it alive leaves after this
+  // etcd auth and TLS (the cluster's credential); the password is read from a file.
+  std::string etcd_user, etcd_password_file, etcd_tls_ca, etcd_tls_cert, etcd_tls_key;
 };
 
 struct DaemonConfig {
