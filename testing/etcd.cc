@@ -53,9 +53,9 @@ bool EtcdServer::Start(const std::string& tls_dir) {
                                    "warn"};
   std::shared_ptr<const net::TlsContext> probe_tls;
   if (!tls_dir.empty()) {
-    args.insert(args.end(), {"--cert-file", tls_dir + "/server.pem", "--key-file",
-                             tls_dir + "/server.key", "--client-cert-auth", "--trusted-ca-file",
-                             tls_dir + "/ca.pem"});
+    args.insert(args.end(),
+                {"--cert-file", tls_dir + "/server.pem", "--key-file", tls_dir + "/server.key",
+                 "--client-cert-auth", "--trusted-ca-file", tls_dir + "/ca.pem"});
     net::TlsOptions o;
     o.ca_file = tls_dir + "/ca.pem";
     o.cert_file = tls_dir + "/client.pem";
@@ -76,8 +76,8 @@ bool EtcdServer::Start(const std::string& tls_dir) {
     _exit(127);
   }
   for (int i = 0; i < 300; ++i) {
-    auto r = cluster::HttpPost(endpoint(), "/v3/kv/range", "{\"key\":\"AA==\"}", 500,
-                               probe_tls.get());
+    auto r =
+        cluster::HttpPost(endpoint(), "/v3/kv/range", "{\"key\":\"AA==\"}", 500, probe_tls.get());
     if (r.ok()) return true;
     int st;
     if (waitpid(pid_, &st, WNOHANG) == pid_) {

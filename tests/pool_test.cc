@@ -733,8 +733,8 @@ TEST_F(PoolTest, EtcdClientCertificatesAdmitOnlyTheCluster) {
       << nodes_[0]->output();
   for (const std::string& who : {std::string(), std::string("rogue-client")}) {
     Daemon rogue(TempDir("rogue"));
-    EXPECT_FALSE(rogue.Start({"--config", config(who), "--etcd", etcd.endpoint(), "--member-id",
-                              "rogue"}))
+    EXPECT_FALSE(
+        rogue.Start({"--config", config(who), "--etcd", etcd.endpoint(), "--member-id", "rogue"}))
         << who;
     EXPECT_NE(rogue.output().find("refused"), std::string::npos) << rogue.output();
   }

@@ -20,6 +20,7 @@ const char kClusterUsage[] = R"(kvpool cluster - the pod pool as one store
 
 usage:
   kvpool cluster status [--etcd HOST:PORT[,..] [--etcd-prefix P] | --members LIST] [--json]
+                        [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]
       Members with labels and advertised capacity, whether each answers, and its
       bytes held, blocks, gets and hit rate (one STAT round trip per node).
       LIST: "host:port[,capacity=SIZE][,id=ID][,zone=Z][,rack=R][,node=N];..."
@@ -31,6 +32,10 @@ usage:
       it meanwhile), then its blocks, hottest first (at most N, default 4Mi), are copied
       to their owners among the remaining members, with progress. Stop it afterwards.
       --token: the cluster's peer token (cluster.peer_token) on nodes with tenants.
+      --tls-ca FILE, --tls-cert FILE, --tls-key FILE: nodes with TLS (their CA; this
+      tool's certificate, which nodes with a client CA require of peers).
+      etcd with auth or TLS: etcdctl's variables (ETCDCTL_USER, ETCDCTL_PASSWORD,
+      ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY), for status and drain alike.
   kvpool cluster placement [--keys N] [--members N] [--json PATH]
       Placement benchmark: N keys (default 1,000,000) over N members (default 8) with
       unequal weights: each member's share against its weight, and the keys moved by a
@@ -72,10 +77,15 @@ int Status(int argc, char** argv) {
       json = true;
     else if (a == "--expect-members" && (v = value()))
       expect = std::strtoull(v, nullptr, 10);
+    else if ((a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key") && (v = value()))
+      (a == "--tls-ca"     ? o.client.tls_ca
+       : a == "--tls-cert" ? o.client.tls_cert
+                           : o.client.tls_key) = v;
     else
       return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
   }
   o.node_timeout_ms = 1000;
+  o.client.tls = !o.client.tls_ca.empty() || !o.client.tls_cert.empty();
   auto pool = PoolClient::Create(o);
   if (!pool.ok()) return Fail(pool.status().ToString());
   PoolStatus st = (*pool)->GetStatus(/*query_nodes=*/true);

@@ -30,11 +30,22 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
-std::unique_ptr<Client> PeerClient(const std::string& address, const std::string& token) {
+// TLS to the nodes (a pod whose nodes have --tls-cert): the CA, and this tool's certificate
+// (a node with a client CA wants one from peers).
+struct PeerTls {
+  std::string ca, cert, key;
+};
+
+std::unique_ptr<Client> PeerClient(const std::string& address, const std::string& token,
+                                   const PeerTls& tls) {
   ClientOptions o;
   o.address = address;
   o.peer = true;
   o.token = token;
+  o.tls = !tls.ca.empty() || !tls.cert.empty();
+  o.tls_ca = tls.ca;
+  o.tls_cert = tls.cert;
+  o.tls_key = tls.key;
   o.request_timeout_ms = 10'000;
   auto c = Client::Create(o);
   return c.ok() ? std::move(c).value() : nullptr;
@@ -44,6 +55,7 @@ std::unique_ptr<Client> PeerClient(const std::string& address, const std::string
 
 int DrainCommand(int argc, char** argv) {
   std::string node, etcd, prefix = "/kvpool/members/", token;
+  PeerTls tls;
   size_t max_blocks = 4u << 20, batch = 64;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -55,6 +67,12 @@ int DrainCommand(int argc, char** argv) {
       prefix = v;
     } else if (a == "--token" && (v = value())) {
       token = v;
+    } else if (a == "--tls-ca" && (v = value())) {
+      tls.ca = v;
+    } else if (a == "--tls-cert" && (v = value())) {
+      tls.cert = v;
+    } else if (a == "--tls-key" && (v = value())) {
+      tls.key = v;
     } else if (a == "--max-blocks" && (v = value())) {
       auto n = ParseSize(v);
       if (!n.ok() || *n == 0) return Fail("--max-blocks: a positive count");
@@ -80,7 +98,7 @@ int DrainCommand(int argc, char** argv) {
     if (m.id == node || m.address == node) address = m.address, node = m.id;
   }
   if (address.empty()) return Fail("no member '" + node + "' under " + prefix + " in etcd");
-  auto source = PeerClient(address, token);
+  auto source = PeerClient(address, token, tls);
   if (!source) return Fail("bad address " + address);
 
   // 1. Out of the member list; wait until the list says so.
@@ -114,7 +132,7 @@ int DrainCommand(int argc, char** argv) {
   cluster::Placement placement(rest);
   std::vector<std::unique_ptr<Client>> owners;
   for (const auto& m : rest) {
-    owners.push_back(PeerClient(m.address, token));
+    owners.push_back(PeerClient(m.address, token, tls));
     if (!owners.back()) return Fail("bad address " + m.address);
   }
   uint64_t moved = 0, there = 0, gone = 0, failed = 0, bytes = 0;

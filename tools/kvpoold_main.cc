@@ -656,9 +656,10 @@ int main(int argc, char** argv) {
       int64_t rev = 0;
       kvpool::Status s = etcd.RangePrefix(c.cluster.prefix, &kvs, &rev);
       if (s.code() == kvpool::Code::kRefused)
-        return Fail("cluster: etcd refused this node's credential (cluster.etcd_user and "
-                    "etcd_password_file, or etcd_tls_cert): " +
-                    std::string(s.message()));
+        return Fail(
+            "cluster: etcd refused this node's credential (cluster.etcd_user and "
+            "etcd_password_file, or etcd_tls_cert): " +
+            std::string(s.message()));
       if (s.code() == kvpool::Code::kInvalidArgument)
         return Fail("cluster: " + std::string(s.message()));
     }
@@ -671,8 +672,7 @@ int main(int argc, char** argv) {
     }
     // Nodes watch the member list too: each change is logged (who joined, who left), and
     // the HTTP endpoint shows it.
-    peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000,
-                                                  *access);
+    peers = kvpool::cluster::Membership::FromEtcd(etcd_endpoints, c.cluster.prefix, 1000, *access);
     peer_log = std::thread([&] { LogMemberChanges(*peers, stopping); });
   }
   std::unique_ptr<kvpool::server::HttpEndpoint> http;

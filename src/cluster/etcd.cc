@@ -1,7 +1,6 @@
 #include "cluster/etcd.h"
 
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "cluster/http.h"
@@ -114,7 +113,8 @@ Status Etcd::Authenticate(const std::string& endpoint) {
                     json{{"name", access_.user}, {"password", access_.password}}.dump(),
                     timeout_ms_, tls_.get());
   if (!r.ok()) {
-    return Status(Code::kRefused, "etcd refused user '" + access_.user + "': " + r.status().ToString());
+    return Status(Code::kRefused,
+                  "etcd refused user '" + access_.user + "': " + r.status().ToString());
   }
   auto j = Parse(*r);
   if (!j.ok()) return j.status();
@@ -151,8 +151,8 @@ Result<std::string> Etcd::Call(const char* path, const std::string& body) {
     }
     last = r.status();
     // Credentials etcd refuses are not an outage: say so, and do not try elsewhere.
-    if (last.code() == Code::kRefused || last.ToString().find("permission denied") !=
-                                             std::string::npos)
+    if (last.code() == Code::kRefused ||
+        last.ToString().find("permission denied") != std::string::npos)
       return Status(Code::kRefused, "etcd: " + last.ToString());
   }
   return Status(Code::kUnavailable, "etcd unreachable (" + last.ToString() + ")");

@@ -74,7 +74,7 @@ class Etcd {
   std::shared_ptr<const net::TlsContext> tls_;  // set when access_.tls
   Status tls_error_;                            // why the TLS context could not be made
   std::string token_;                           // etcd auth token ("" until authenticated)
-  size_t preferred_ = 0;  // the endpoint that answered last
+  size_t preferred_ = 0;                        // the endpoint that answered last
 };
 
 // The key after every key with this prefix (etcd's range_end for a prefix).

@@ -184,7 +184,8 @@ Result<HttpConnection> HttpConnection::Open(const std::string& address, int time
     // outage: the node is told at start instead of retrying for ever.
     if (Status s = net::TlsHandshake(*c.tls_, c.fd_.get(), timeout_ms); !s.ok()) {
       if (s.code() == Code::kTimeout) return s;
-      return Status(Code::kRefused, "TLS with etcd at " + address + ": " + std::string(s.message()));
+      return Status(Code::kRefused,
+                    "TLS with etcd at " + address + ": " + std::string(s.message()));
     }
   }
   return c;
@@ -196,9 +197,10 @@ std::string HttpConnection::Headers() const {
 }
 
 Status HttpConnection::Post(std::string_view path, std::string_view body) {
-  std::string req = "POST " + std::string(path) + " HTTP/1.1\r\n" + Headers() +
-                    "Content-Type: application/json\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n";
+  std::string req =
+      "POST " + std::string(path) + " HTTP/1.1\r\n" + Headers() +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n";
   req.append(body);
   return Send(req);
 }

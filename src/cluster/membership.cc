@@ -22,9 +22,9 @@ std::unique_ptr<Membership> Membership::FromEtcd(std::vector<std::string> endpoi
   m->view_.members = std::make_shared<const std::vector<Member>>();
   m->view_.source_ok = false;
   m->view_.source_error = "etcd not answered yet";
-  m->thread_ = std::thread(
-      [p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix), timeout_ms,
-       access = std::move(access)]() mutable {
+  m->thread_ =
+      std::thread([p = m.get(), endpoints = std::move(endpoints), prefix = std::move(prefix),
+                   timeout_ms, access = std::move(access)]() mutable {
         p->Run(std::move(endpoints), std::move(prefix), timeout_ms, std::move(access));
       });
   m->expirer_ = std::thread([p = m.get()] { p->ExpireHolds(); });

@@ -2,7 +2,7 @@
 // store, so that no copy of them (DRAM, the flash tier, a block a drain moves to another
 // node) holds plaintext.
 //
-// A sealed block, as stored (docs/FORMATS.md):
+// A sealed block, as stored (docs/PROTOCOL.md, "Sealed blocks"):
 //   magic "kvpSEAL1" (8) | key version (4, LE) | nonce (12) | E(crc (4) | value) | tag (16)
 // The CRC inside is the client's CRC32C of the value (end-to-end integrity survives); the
 // associated data binds the tenant's name, the block's stored key (namespace and key) and
