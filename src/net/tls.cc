@@ -333,6 +333,24 @@ bool TlsSession::peer_verified() const {
   return cert && SSL_get_verify_result(ssl_) == X509_V_OK;
 }
 
+bool TlsSession::server_asked_certificate() const {
+  STACK_OF(X509_NAME)* names = SSL_get_client_CA_list(ssl_);
+  return names && sk_X509_NAME_num(names) > 0;
+}
+
+TlsSession::Io TlsSession::AwaitVerdict(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (!HasPending() && ::poll(&p, 1, timeout_ms) <= 0) return Io::kOk;  // nothing said
+  char byte;
+  size_t got = 0;
+  ERR_clear_error();
+  errno = 0;
+  int ok = SSL_peek_ex(ssl_, &byte, 1, &got);
+  if (ok == 1) return Io::kOk;
+  Io io = Classify(0);
+  return io == Io::kFailed ? Io::kFailed : Io::kOk;  // tickets only: accepted
+}
+
 bool TlsSession::ktls_send() const { return BIO_get_ktls_send(SSL_get_wbio(ssl_)) == 1; }
 
 namespace {

@@ -97,6 +97,12 @@ class TlsSession {
   bool HasPending() const;
   // The peer presented a certificate that verified against the context's CA.
   bool peer_verified() const;
+  // Client: the server asked for a certificate (a CertificateRequest naming CAs).
+  bool server_asked_certificate() const;
+  // Client, TLS 1.3: the server says whether it accepts the client's certificate only after
+  // the client's handshake is over (an alert, or its session tickets). Waits up to
+  // `timeout_ms` for that first word: kFailed if it is a refusal, kOk otherwise.
+  Io AwaitVerdict(int fd, int timeout_ms);
   // The kernel encrypts what is written to the fd (after the handshake).
   bool ktls_send() const;
   // OpenSSL's reason for the last kFailed (and the verification error, if any).
