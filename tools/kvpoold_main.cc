@@ -662,6 +662,9 @@ int main(int argc, char** argv) {
             std::string(s.message()));
       if (s.code() == kvpool::Code::kInvalidArgument)
         return Fail("cluster: " + std::string(s.message()));
+      if (!s.ok())
+        kvpool::log::Warn("cluster: etcd not answering yet (" + s.ToString() +
+                          "); registration retries");
     }
     kvpool::cluster::RegistrarOptions check;
     check.endpoints = etcd_endpoints;

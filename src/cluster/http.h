@@ -73,6 +73,7 @@ class HttpConnection {
   std::string host_;
   int timeout_ms_;
   std::unique_ptr<net::TlsSession> tls_;
+  bool verdict_pending_ = false;  // etcd has not yet said whether it takes our certificate
   std::string authorization_;
   HttpResponseParser parser_;
 };

@@ -207,6 +207,14 @@ Result<std::unique_ptr<TlsSession>> TlsContext::NewSession(int fd,
     }
   }
   if (!name.empty() && !IsIpAddress(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
+  // Told when the server sends a CertificateRequest (then returns "go on").
+  SSL_set_cert_cb(
+      ssl,
+      [](SSL*, void* arg) {
+        static_cast<TlsSession*>(arg)->asked_certificate_ = true;
+        return 1;
+      },
+      s.get());
   SSL_set_connect_state(ssl);
   return s;
 }
@@ -333,14 +341,11 @@ bool TlsSession::peer_verified() const {
   return cert && SSL_get_verify_result(ssl_) == X509_V_OK;
 }
 
-bool TlsSession::server_asked_certificate() const {
-  STACK_OF(X509_NAME)* names = SSL_get_client_CA_list(ssl_);
-  return names && sk_X509_NAME_num(names) > 0;
-}
+bool TlsSession::server_asked_certificate() const { return asked_certificate_; }
 
 TlsSession::Io TlsSession::AwaitVerdict(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};
-  if (!HasPending() && ::poll(&p, 1, timeout_ms) <= 0) return Io::kOk;  // nothing said
+  if (!HasPending() && ::poll(&p, 1, timeout_ms) <= 0) return Io::kWantRead;  // nothing said
   char byte;
   size_t got = 0;
   ERR_clear_error();
@@ -348,6 +353,10 @@ TlsSession::Io TlsSession::AwaitVerdict(int fd, int timeout_ms) {
   int ok = SSL_peek_ex(ssl_, &byte, 1, &got);
   if (ok == 1) return Io::kOk;
   Io io = Classify(0);
+  if (io == Io::kClosed) {  // closed (or reset, its alert lost) right after the handshake
+    error_ = "the server closed the connection after the handshake (client certificate refused)";
+    return Io::kFailed;
+  }
   return io == Io::kFailed ? Io::kFailed : Io::kOk;  // tickets only: accepted
 }
 

@@ -97,11 +97,12 @@ class TlsSession {
   bool HasPending() const;
   // The peer presented a certificate that verified against the context's CA.
   bool peer_verified() const;
-  // Client: the server asked for a certificate (a CertificateRequest naming CAs).
+  // Client: the server asked for a certificate (a CertificateRequest).
   bool server_asked_certificate() const;
   // Client, TLS 1.3: the server says whether it accepts the client's certificate only after
   // the client's handshake is over (an alert, or its session tickets). Waits up to
-  // `timeout_ms` for that first word: kFailed if it is a refusal, kOk otherwise.
+  // `timeout_ms` for that first word: kFailed if it is a refusal (an alert, or the server
+  // closing), kOk if the server spoke otherwise (its tickets), kWantRead if it said nothing.
   Io AwaitVerdict(int fd, int timeout_ms);
   // The kernel encrypts what is written to the fd (after the handshake).
   bool ktls_send() const;
@@ -117,6 +118,7 @@ class TlsSession {
   SSL* ssl_;
   std::unique_ptr<Outgoing> out_;  // null with OpenSSL's socket BIO (kTLS)
   bool established_ = false;
+  bool asked_certificate_ = false;  // client: the server sent a CertificateRequest
   std::string error_;
 };
 
