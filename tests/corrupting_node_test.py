@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 import kvpool  # noqa: E402
 from kvpoold_process import Kvpoold  # noqa: E402
+from tcp_relay import TcpRelay  # noqa: E402
 
 HEADER = 40
 GET_RESPONSE = 3 | 0x80
@@ -38,40 +39,13 @@ def recv_exact(sock, n):
     return out
 
 
-class Relay:
+class Relay(TcpRelay):
     """Forwards one client's connection to kvpoold; corrupts GET values while `flip` is set."""
 
     def __init__(self, target):
-        self.target = target
         self.flip = threading.Event()
         self.flipped = 0
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(4)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            host, port = self.target.split(":")
-            server = socket.create_connection((host, int(port)))
-            threading.Thread(target=self.upstream, args=(client, server), daemon=True).start()
-            threading.Thread(target=self.downstream, args=(server, client), daemon=True).start()
-
-    def upstream(self, client, server):  # requests: as they are (an SCM_RIGHTS fd: not used)
-        try:
-            while True:
-                data = client.recv(65536)
-                if not data:
-                    break
-                server.sendall(data)
-        except OSError:
-            pass
-        server.close()
+        super().__init__(target)
 
     def downstream(self, server, client):  # responses: frame by frame
         try:
@@ -87,9 +61,6 @@ class Relay:
         except (OSError, EOFError):
             pass
         client.close()
-
-    def close(self):
-        self.listener.close()
 
 
 class CorruptingNode(unittest.TestCase):

@@ -29,6 +29,7 @@ import redis  # noqa: E402
 
 import kvpool  # noqa: E402
 from kvpoold_process import Kvpoold, free_port  # noqa: E402
+from tcp_relay import TcpRelay  # noqa: E402
 
 KVPOOLD = os.path.join(BUILD, "kvpoold")
 CERTS = tempfile.mkdtemp(prefix="kvpool-certs-")
@@ -43,48 +44,17 @@ def cert(name):
 TLS_FLAGS = ["--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")]
 
 
-class Recorder:
+class Recorder(TcpRelay):
     """A TCP relay that keeps every byte passing in either direction."""
 
     def __init__(self, target):
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
-        self.seen = bytearray()
+        self.seen_bytes = bytearray()
         self.lock = threading.Lock()
-        threading.Thread(target=self.accept, daemon=True).start()
+        super().__init__(target)
 
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.target)
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
-
-    def pump(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                with self.lock:
-                    self.seen += data
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.listener.close()
+    def seen(self, data):
+        with self.lock:
+            self.seen_bytes += data
 
 
 class TlsClients(unittest.TestCase):
@@ -183,7 +153,7 @@ class TlsClients(unittest.TestCase):
                 self.assertEqual(c.get("wire-key"), secret)
                 time.sleep(0.2)
                 with relay.lock:
-                    seen = bytes(relay.seen)
+                    seen = bytes(relay.seen_bytes)
                 self.assertGreater(len(seen), 2 * len(secret))
                 # The control: without TLS the value crosses the wire as it is.
                 self.assertEqual(b"KNOWN-PLAINTEXT-" in seen, not tls)
