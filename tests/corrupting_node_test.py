@@ -9,7 +9,6 @@ values are checked by the CRC32C the client computed at put, which the node stor
 usage: corrupting_node_test.py BUILD_DIR
 """
 import os
-import socket
 import struct
 import sys
 import threading
