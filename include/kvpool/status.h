@@ -16,21 +16,23 @@
 
 namespace kvpool {
 
+// The values are the wire codes of docs/PROTOCOL.md: fixed, never renumbered (a code
+// received beyond kInternal is read as kInternal).
 enum class Code : unsigned char {
   kOk = 0,
-  kNotFound,         // a miss: the block is not held (or was lost, or failed its CRC)
-  kExists,           // insert-only put of a key already held; the data was not rewritten
-  kInvalidArgument,  // the caller's fault; retrying the same call fails again
-  kTooLarge,         // value larger than a configured limit
-  kBufferTooSmall,   // get: the caller's buffer is smaller than the value
-  kNoSpace,          // no room even after eviction (everything pinned or reserved)
-  kBusy,             // transient overload; retryable
-  kTimeout,          // deadline passed; retryable
-  kIoError,          // device or network failure; retryable
-  kCorruption,       // data failed verification (answered to callers as kNotFound)
-  kRefused,          // not allowed (authentication, namespace)
-  kUnavailable,      // server unreachable; retryable
-  kInternal,
+  kNotFound = 1,         // a miss: the block is not held (or was lost, or failed its CRC)
+  kExists = 2,           // insert-only put of a key already held; the data was not rewritten
+  kInvalidArgument = 3,  // the caller's fault; retrying the same call fails again
+  kTooLarge = 4,         // value larger than a configured limit
+  kBufferTooSmall = 5,   // get: the caller's buffer is smaller than the value
+  kNoSpace = 6,          // no room even after eviction (everything pinned or reserved)
+  kBusy = 7,             // transient overload; retryable
+  kTimeout = 8,          // deadline passed; retryable
+  kIoError = 9,          // device or network failure; retryable
+  kCorruption = 10,      // data failed verification (answered to callers as kNotFound)
+  kRefused = 11,         // not allowed (authentication, namespace, TLS peer certificate)
+  kUnavailable = 12,     // server unreachable; retryable
+  kInternal = 13,
 };
 
 std::string_view CodeName(Code code);
