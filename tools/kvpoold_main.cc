@@ -121,7 +121,12 @@ options:
 config file settings (TOML; sizes as integers or strings like "16MiB"):
 %s
   [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"],
-              max_connections = 64 (optional: its connections on this node)
+              max_connections = 64 (optional: its connections on this node),
+              encryption_key_file = "/etc/kvpool/a.keys" (optional, mode 0600:
+              "<version> <64 hex>" lines) or encryption_key_command = "..." (a KMS
+              hook printing that list): its values are sealed with AES-256-GCM
+              before they are stored; SIGHUP rotates, retires, or (an empty list)
+              crypto-shreds them
       With tenants, a client's HELLO must carry a token whose tenant lists the
       namespace ('*' ends a prefix); RESP clients must AUTH with a token that
       opens server.resp_namespace. Without tenants the pool is open. A tenant's
