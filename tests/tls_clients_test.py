@@ -189,6 +189,57 @@ class SlowAndIdleClients(unittest.TestCase):
                 s.close()
             self.assertEqual(d.stop(), 0)
 
+    def test_a_stalled_tls_record_is_closed(self):
+        """A TLS client past its first command that sends part of a record and stops."""
+        config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        config.write("[server]\nrequest_timeout_ms = 1500\n")
+        config.close()
+        d = Kvpoold(KVPOOLD, extra=TLS_FLAGS + ["--config", config.name])
+        try:
+            sock = socket.create_connection(("127.0.0.1", d.resp_port))
+            ctx = ssl.create_default_context(cafile=cert("ca.pem"))
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+
+            def pump():
+                data = outgoing.read()
+                if data:
+                    sock.sendall(data)
+
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    pump()
+                    incoming.write(sock.recv(65536))
+            pump()
+            tls.write(b"PING\r\n")
+            pump()
+            reply = b""
+            while b"PONG" not in reply:
+                incoming.write(sock.recv(65536))
+                try:
+                    reply += tls.read(100)
+                except ssl.SSLWantReadError:
+                    pass
+            tls.write(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n")
+            record = outgoing.read()
+            sock.sendall(record[:-3])  # all but the record's last bytes, then nothing
+            sock.settimeout(6)
+            t0 = time.time()
+            try:
+                while sock.recv(65536):  # (a ticket or an alert may come first)
+                    pass
+            except ConnectionResetError:
+                pass
+            waited = time.time() - t0
+            self.assertLess(waited, 4.5)
+            print("a stalled TLS record was closed after %.1f s" % waited)
+        finally:
+            os.unlink(config.name)
+            self.assertEqual(d.stop(), 0)
+
     def test_byte_at_a_time_senders_are_closed(self):
         config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
         config.write("[server]\nmax_connections = 8\nrequest_timeout_ms = 1500\n"

@@ -29,7 +29,7 @@ Next Connection::Turn() {
   }
   tls_wants_write_ = false;
   Next next = Drive();
-  bool mid = next != Next::kClose && MidRequest();
+  bool mid = next != Next::kClose && InRequest();
   if (mid && !was_mid_) request_start_ns_ = NowNanos();
   was_mid_ = mid;
   if (tls_ && next == Next::kRead) {

@@ -108,6 +108,8 @@ class Connection {
   // longer than the server's request timeout is closed (a byte-at-a-time sender must not
   // hold a connection slot for ever). progress_ns(): when bytes last arrived.
   virtual bool MidRequest() const = 0;
+  // MidRequest, or part of a TLS record held (a trickle of record bytes is a request too).
+  bool InRequest() const { return MidRequest() || (tls_ && tls_->HasPending()); }
   // When the request now in progress began (its first bytes, or the previous request's
   // end), and when the last request completed: the reactor's request and idle timeouts.
   uint64_t request_start_ns() const { return request_start_ns_; }

@@ -129,7 +129,7 @@ class Reactor final : public ReactorContext {
     for (auto& [fd, c] : conns_) {
       if (!c->Handshaken()) {
         if (handshake_ns && now - c->attached_ns() > handshake_ns) silent.push_back(fd);
-      } else if (c->MidRequest()) {
+      } else if (c->InRequest()) {
         if (request_ns && now - c->request_start_ns() > request_ns) stuck.push_back(fd);
       } else if (idle_ns && now - c->last_request_ns() > idle_ns) {
         stuck.push_back(fd);
