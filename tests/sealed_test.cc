@@ -45,13 +45,14 @@ class SealedTest : public testing::DaemonTest {
     keys_ = dir_ + "/a.keys";
     WriteKeys(keys_text);
     config_ = dir_ + "/kvpoold.toml";
-    std::ofstream(config_) << "[store]\nflash_writes_per_day = 0\n\n"
-                              "[cluster]\npeer_token = \"pod-secret\"\n\n"
-                              "[[tenant]]\nname = \"a\"\ntoken = \"alpha\"\nnamespaces = [\"a\"]\n"
-                              "encryption_key_file = \"" +
-                                  keys_ +
-                                  "\"\n\n"
-                                  "[[tenant]]\nname = \"b\"\ntoken = \"beta\"\nnamespaces = [\"b\"]\n";
+    std::ofstream(config_)
+        << "[store]\nflash_writes_per_day = 0\n\n"
+           "[cluster]\npeer_token = \"pod-secret\"\n\n"
+           "[[tenant]]\nname = \"a\"\ntoken = \"alpha\"\nnamespaces = [\"a\"]\n"
+           "encryption_key_file = \"" +
+               keys_ +
+               "\"\n\n"
+               "[[tenant]]\nname = \"b\"\ntoken = \"beta\"\nnamespaces = [\"b\"]\n";
     ASSERT_TRUE(daemon_->Start({"--config", config_, "--dram", "16MiB", "--flash", "64MiB"}))
         << daemon_->output();
   }
@@ -164,7 +165,9 @@ TEST_F(SealedTest, MovedOrSwappedBlocksDoNotOpen) {
   ASSERT_TRUE(n.ok());
   raw.resize(*n);
   // Block 1's sealed bytes written over block 2's key: a miss, never block 1's value.
-  ASSERT_TRUE(peer->Put(PoolKey(NamespaceRoot("a"), BlockKey{3, 2}), raw, PutOptions{.overwrite = true}).ok());
+  ASSERT_TRUE(
+      peer->Put(PoolKey(NamespaceRoot("a"), BlockKey{3, 2}), raw, PutOptions{.overwrite = true})
+          .ok());
   std::vector<std::byte> buf(kValue);
   EXPECT_EQ(a->Get(BlockKey{3, 2}, buf).status().code(), Code::kNotFound);
   EXPECT_TRUE(Reads(*a, BlockKey{3, 1}, Marked("ONE", 1)));
@@ -174,7 +177,9 @@ TEST_F(SealedTest, MovedOrSwappedBlocksDoNotOpen) {
   EXPECT_EQ(b->Get(BlockKey{3, 1}, buf).status().code(), Code::kNotFound);
   // One flipped byte of a sealed block: a miss.
   raw[100] ^= std::byte{1};
-  ASSERT_TRUE(peer->Put(PoolKey(NamespaceRoot("a"), BlockKey{3, 1}), raw, PutOptions{.overwrite = true}).ok());
+  ASSERT_TRUE(
+      peer->Put(PoolKey(NamespaceRoot("a"), BlockKey{3, 1}), raw, PutOptions{.overwrite = true})
+          .ok());
   EXPECT_EQ(a->Get(BlockKey{3, 1}, buf).status().code(), Code::kNotFound);
 }
 
@@ -184,10 +189,10 @@ TEST(TenantKeys, ParsesAndRefusesBadLists) {
   EXPECT_EQ((*k)->current()->version, 2u);
   EXPECT_EQ((*k)->versions(), (std::vector<uint32_t>{1, 2}));
   EXPECT_TRUE(server::TenantKeys::Parse("t", "")->get()->shredded());
-  for (const char* bad : {"1 00", "x 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
-                          "0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
-                          "1 zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
-                          "1"}) {
+  for (const char* bad :
+       {"1 00", "x 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+        "0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+        "1 zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "1"}) {
     auto r = server::TenantKeys::Parse("t", bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) EXPECT_EQ(r.status().ToString().find("0102"), std::string::npos);  // no digits
@@ -213,7 +218,7 @@ TEST(Sealer, RoundTripAndBinding) {
   EXPECT_EQ(*crc, 0xABCDu);
   EXPECT_EQ(out, plain);
   EXPECT_FALSE(server::Open(*keys, BlockKey{1, 3}, buf, out.data()).ok());  // another key
-  auto other = std::move(server::TenantKeys::Parse("u", kKey1)).value();  // another tenant
+  auto other = std::move(server::TenantKeys::Parse("u", kKey1)).value();    // another tenant
   EXPECT_FALSE(server::Open(*other, BlockKey{1, 2}, buf, out.data()).ok());
 }
 

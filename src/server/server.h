@@ -81,7 +81,7 @@ struct ServerStats {
   uint64_t handshake_timeouts = 0;  // closed for not completing the handshake in time
   uint64_t request_timeouts = 0;    // closed mid-request (or idle) past the timeouts
   uint64_t tls_failures = 0;        // TLS handshakes or records that failed
-  uint64_t seal_misses = 0;  // sealed blocks that did not open (retired key, moved, foreign)
+  uint64_t seal_misses = 0;         // sealed blocks that did not open (retired key, moved, foreign)
   uint64_t requests = 0, protocol_errors = 0, auth_failures = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   LeaseStats leases;
@@ -135,7 +135,7 @@ class Server {
   const ServerOptions options_;
   Store* const store_;
   mutable std::mutex tenants_mu_;
-  std::shared_ptr<const Tenants> tenants_;     // GUARDED_BY(tenants_mu_)
+  std::shared_ptr<const Tenants> tenants_;      // GUARDED_BY(tenants_mu_)
   std::shared_ptr<const net::TlsContext> tls_;  // GUARDED_BY(tenants_mu_)
   TenantStats tenant_stats_;
   net::Fd tcp_, resp_, unix_;
