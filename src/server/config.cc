@@ -254,9 +254,9 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"server.request_timeout_ms",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.request_timeout_ms = unsigned(n); },
              3'600'000),
-        "close a connection part-way through a request (or not taking its answer) this long "
-        "after its previous request, in ms: byte-at-a-time senders cannot hold a slot "
-        "(default 30000; 0: never)"}},
+        "close a connection part-way through a request (a partial frame, command or TLS "
+        "record) this long after its previous request, in ms: byte-at-a-time senders cannot "
+        "hold a slot (default 30000; 0: never)"}},
       {"server.idle_timeout_ms",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.idle_timeout_ms = unsigned(n); },
              86'400'000),

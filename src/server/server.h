@@ -36,9 +36,11 @@ struct ServerOptions {
   // A connection that has not completed its handshake (a native HELLO, a first RESP
   // command) this long after it was accepted is closed. 0: never.
   unsigned handshake_timeout_ms = 10'000;
-  // A connection part-way through a request (or whose answer the client does not take) for
+  // A connection part-way through a request (a partial frame, command or TLS record) for
   // this long since its previous request completed is closed: a byte-at-a-time sender
-  // cannot hold a slot. 0: never.
+  // cannot hold a slot. (A client that stops reading its answers is not: its socket fills,
+  // and it holds one slot and its pinned answer until it reads, leaves or idles out.)
+  // 0: never.
   unsigned request_timeout_ms = 30'000;
   // A connection with no request this long is closed (Redis's `timeout`). 0: never.
   unsigned idle_timeout_ms = 0;
