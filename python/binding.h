@@ -117,10 +117,10 @@ inline ClientOptions MakeClientOptions(const std::string& address, const std::st
   return o;
 }
 
-// TLS settings of a Client or Pool: tls=True (or any tls_* given) speaks TLS 1.3.
+// TLS settings of a Client or Pool: tls=True (or tls_ca/tls_cert given) speaks TLS 1.3.
 inline void SetTls(ClientOptions& o, bool tls, const std::string& ca, const std::string& cert,
                    const std::string& key, const std::string& server_name) {
-  o.tls = tls || !ca.empty() || !cert.empty();
+  o.tls = tls;
   o.tls_ca = ca;
   o.tls_cert = cert;
   o.tls_key = key;

@@ -660,7 +660,7 @@ TEST_F(PoolTest, EtcdAuthAdmitsOnlyTheClustersCredential) {
   ASSERT_TRUE(nodes_[0]->Start({"--config", config("good", "good.pw"), "--etcd", etcd.endpoint(),
                                 "--member-id", "n0", "--lease-ttl", "2"}))
       << nodes_[0]->output();
-  cluster::Etcd member({etcd.endpoint()}, 1000, {"kvpool", "podpw", false, "", "", ""});
+  cluster::Etcd member({etcd.endpoint()}, 1000, {"kvpool", "podpw", "", "", ""});
   auto members = [&](cluster::Etcd& e) {
     std::vector<cluster::EtcdKv> kvs;
     int64_t rev = 0;
@@ -722,7 +722,7 @@ TEST_F(PoolTest, EtcdClientCertificatesAdmitOnlyTheCluster) {
                                 "--member-id", "n0", "--lease-ttl", "2"}))
       << nodes_[0]->output();
   cluster::Etcd e({etcd.endpoint()}, 1000,
-                  {"", "", true, certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"});
+                  {"", "", certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"});
   ASSERT_TRUE(WaitFor(
       [&] {
         std::vector<cluster::EtcdKv> kvs;

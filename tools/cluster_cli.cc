@@ -85,7 +85,6 @@ int Status(int argc, char** argv) {
       return Fail("unknown or incomplete option '" + a + "'\n" + kClusterUsage);
   }
   o.node_timeout_ms = 1000;
-  o.client.tls = !o.client.tls_ca.empty() || !o.client.tls_cert.empty();
   auto pool = PoolClient::Create(o);
   if (!pool.ok()) return Fail(pool.status().ToString());
   PoolStatus st = (*pool)->GetStatus(/*query_nodes=*/true);

@@ -42,7 +42,6 @@ std::unique_ptr<Client> PeerClient(const std::string& address, const std::string
   o.address = address;
   o.peer = true;
   o.token = token;
-  o.tls = !tls.ca.empty() || !tls.cert.empty();
   o.tls_ca = tls.ca;
   o.tls_cert = tls.cert;
   o.tls_key = tls.key;

@@ -166,7 +166,6 @@ kvpool::Result<kvpool::cluster::EtcdAccess> EtcdAccessOf(const kvpool::server::C
   if (!c.etcd_tls_ca.empty()) a.tls_ca = c.etcd_tls_ca;
   if (!c.etcd_tls_cert.empty()) a.tls_cert = c.etcd_tls_cert;
   if (!c.etcd_tls_key.empty()) a.tls_key = c.etcd_tls_key;
-  a.tls = !a.tls_ca.empty() || !a.tls_cert.empty();
   return a;
 }
 

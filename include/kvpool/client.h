@@ -49,6 +49,7 @@ struct ClientOptions {
   // node's certificate must chain to ("": the system's CAs); tls_cert/tls_key: this
   // client's certificate, for nodes that ask for one (mutual TLS; peers must present one);
   // tls_server_name: the name the node's certificate must carry ("": the address's host).
+  // Setting tls_ca or tls_cert implies tls.
   bool tls = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };

@@ -33,7 +33,7 @@ class Client::Impl {
   }
 
   Status Init() {
-    if (o_.tls) {
+    if (o_.tls || !o_.tls_ca.empty() || !o_.tls_cert.empty()) {
       if (address_.unix_socket) return Status::InvalidArgument("TLS needs a TCP address");
       net::TlsOptions t;
       t.ca_file = o_.tls_ca;
@@ -183,26 +183,14 @@ class Client::Impl {
   Status SendTls(std::span<const iovec> iov) {
     using Io = net::TlsSession::Io;
     constexpr size_t kCoalesce = 16 << 10;
-    std::vector<std::byte> staged;
-    auto wait = [&](Io io) -> Status {
-      if (io == Io::kWantWrite || io == Io::kWantRead)
-        return WaitReady(io == Io::kWantWrite ? POLLOUT : POLLIN);
-      return Status::Unavailable(
-          "TLS send: " + (io == Io::kClosed ? std::string("server closed") : tls_->error()));
+    const net::TlsWait wait = [this](Io io) {
+      return WaitReady(io == Io::kWantWrite ? POLLOUT : POLLIN);
     };
-    auto write = [&](const void* data, size_t len) -> Status {
-      auto* p = static_cast<const char*>(data);
-      while (len > 0) {
-        size_t put = 0;
-        Io io = tls_->Write(p, len, &put);
-        if (io == Io::kOk) {
-          p += put;
-          len -= put;
-        } else if (Status s = wait(io); !s.ok()) {
-          return s;
-        }
-      }
-      return Status::Ok();
+    std::vector<std::byte> staged;
+    auto write_staged = [&]() -> Status {
+      Status s = net::TlsWrite(*tls_, staged.data(), staged.size(), wait);
+      staged.clear();
+      return s;
     };
     for (const iovec& v : iov) {
       if (v.iov_len < 4096 && staged.size() + v.iov_len <= kCoalesce) {
@@ -211,19 +199,14 @@ class Client::Impl {
         continue;
       }
       if (!staged.empty()) {
-        if (Status s = write(staged.data(), staged.size()); !s.ok()) return s;
-        staged.clear();
+        if (Status s = write_staged(); !s.ok()) return s;
       }
-      if (Status s = write(v.iov_base, v.iov_len); !s.ok()) return s;
+      if (Status s = net::TlsWrite(*tls_, v.iov_base, v.iov_len, wait); !s.ok()) return s;
     }
     if (!staged.empty()) {
-      if (Status s = write(staged.data(), staged.size()); !s.ok()) return s;
+      if (Status s = write_staged(); !s.ok()) return s;
     }
-    for (;;) {
-      Io io = tls_->Flush();
-      if (io == Io::kOk) return Status::Ok();
-      if (Status s = wait(io); !s.ok()) return s;
-    }
+    return net::TlsFlush(*tls_, wait);  // the request's records in one send
   }
 
   Status ReadTls(std::byte* p, size_t n) {

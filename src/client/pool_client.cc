@@ -402,12 +402,8 @@ Result<std::unique_ptr<PoolClient>> PoolClient::Create(const PoolOptions& option
     auto endpoints = cluster::SplitEndpoints(options.etcd);
     if (endpoints.empty())
       return Status::InvalidArgument("etcd: no endpoints in '" + options.etcd + "'");
-    cluster::EtcdAccess access{options.etcd_user,
-                               options.etcd_password,
-                               !options.etcd_tls_ca.empty() || !options.etcd_tls_cert.empty(),
-                               options.etcd_tls_ca,
-                               options.etcd_tls_cert,
-                               options.etcd_tls_key};
+    cluster::EtcdAccess access{options.etcd_user, options.etcd_password, options.etcd_tls_ca,
+                               options.etcd_tls_cert, options.etcd_tls_key};
     if (!access.configured()) access = cluster::EtcdAccess::FromEnvironment();
     m = cluster::Membership::FromEtcd(endpoints, options.etcd_prefix,
                                       std::max(100, options.node_timeout_ms * 3), access);

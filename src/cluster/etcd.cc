@@ -88,13 +88,12 @@ EtcdAccess EtcdAccess::FromEnvironment() {
   a.tls_ca = env("ETCDCTL_CACERT");
   a.tls_cert = env("ETCDCTL_CERT");
   a.tls_key = env("ETCDCTL_KEY");
-  a.tls = !a.tls_ca.empty() || !a.tls_cert.empty();
   return a;
 }
 
 Etcd::Etcd(std::vector<std::string> endpoints, int timeout_ms, EtcdAccess access)
     : endpoints_(std::move(endpoints)), timeout_ms_(timeout_ms), access_(std::move(access)) {
-  if (access_.tls) {
+  if (access_.tls()) {
     net::TlsOptions o;
     o.ca_file = access_.tls_ca;
     o.cert_file = access_.tls_cert;
@@ -151,9 +150,7 @@ Result<std::string> Etcd::Call(const char* path, const std::string& body) {
     }
     last = r.status();
     // Credentials etcd refuses are not an outage: say so, and do not try elsewhere.
-    if (last.code() == Code::kRefused ||
-        last.ToString().find("permission denied") != std::string::npos)
-      return Status(Code::kRefused, "etcd: " + last.ToString());
+    if (last.code() == Code::kRefused) return Status(Code::kRefused, "etcd: " + last.ToString());
   }
   return Status(Code::kUnavailable, "etcd unreachable (" + last.ToString() + ")");
 }

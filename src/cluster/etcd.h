@@ -32,12 +32,12 @@ struct EtcdEvent {
 // tls_cert/tls_key presented (etcd's --client-cert-auth: the certificate's CN is the user).
 struct EtcdAccess {
   std::string user, password;
-  bool tls = false;
   std::string tls_ca, tls_cert, tls_key;
   // etcdctl's variables: ETCDCTL_USER ("name" or "name:password"), ETCDCTL_PASSWORD,
-  // ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY (TLS when any of the last three is set).
+  // ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY.
   static EtcdAccess FromEnvironment();
-  bool configured() const { return !user.empty() || tls; }
+  bool tls() const { return !tls_ca.empty() || !tls_cert.empty(); }  // HTTPS to etcd
+  bool configured() const { return !user.empty() || tls(); }
 };
 
 class Etcd {
@@ -71,7 +71,7 @@ class Etcd {
   std::vector<std::string> endpoints_;
   int timeout_ms_;
   EtcdAccess access_;
-  std::shared_ptr<const net::TlsContext> tls_;  // set when access_.tls
+  std::shared_ptr<const net::TlsContext> tls_;  // set when access_.tls()
   Status tls_error_;                            // why the TLS context could not be made
   std::string token_;                           // etcd auth token ("" until authenticated)
   size_t preferred_ = 0;                        // the endpoint that answered last

@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -189,18 +188,16 @@ Result<HttpConnection> HttpConnection::Open(const std::string& address, int time
                     "TLS with etcd at " + address + ": " + std::string(s.message()));
     }
     // TLS 1.3: etcd's verdict on a client certificate comes after the client's handshake is
-    // over, as an alert and a close, and etcd (Go) sends its session tickets before it.
-    // An alert already here is a refusal; a close before the first answer is one too.
-    if (c.tls_->server_asked_certificate()) {
-      if (c.tls_->AwaitVerdict(c.fd_.get(), std::min(timeout_ms, 100)) ==
-          net::TlsSession::Io::kFailed) {
-        return Status(Code::kRefused,
-                      "etcd refused the TLS client at " + address + ": " + c.tls_->error());
-      }
-      c.verdict_pending_ = true;
-    }
+    // over, as an alert and a close, and etcd (Go) sends its session tickets before it: a
+    // close before the first answer is that refusal.
+    c.verdict_pending_ = c.tls_->server_asked_certificate();
   }
   return c;
+}
+
+Status HttpConnection::CertificateRefused() {
+  return Status(Code::kRefused,
+                "etcd closed the connection after the TLS handshake (client certificate refused)");
 }
 
 std::string HttpConnection::Headers() const {
@@ -224,10 +221,7 @@ Status HttpConnection::Get(std::string_view path) {
 Status HttpConnection::Send(const std::string& req) {
   if (tls_) {
     Status s = net::TlsWriteAll(*tls_, fd_.get(), req.data(), req.size(), timeout_ms_);
-    if (!s.ok() && verdict_pending_ && s.code() != Code::kTimeout)
-      return Status(Code::kRefused,
-                    "etcd closed the connection after the TLS handshake (client "
-                    "certificate refused)");
+    if (!s.ok() && verdict_pending_ && s.code() != Code::kTimeout) return CertificateRefused();
     return s.ok() ? s : Status(Code::kUnavailable, "etcd send: " + std::string(s.message()));
   }
   size_t off = 0;
@@ -271,10 +265,7 @@ Status HttpConnection::ReadResponse(std::string* body) {
   while (!parser_.done()) {
     auto n = Receive(buf, sizeof(buf), /*wait=*/true);
     if (!n.ok()) return n.status();
-    if (*n == 0 && verdict_pending_)
-      return Status(Code::kRefused,
-                    "etcd closed the connection after the TLS handshake (client "
-                    "certificate refused)");
+    if (*n == 0 && verdict_pending_) return CertificateRefused();
     if (*n == 0) return Status(Code::kUnavailable, "etcd closed the connection");
     verdict_pending_ = false;
     if (Status s = parser_.Feed(std::string_view(buf, *n)); !s.ok()) return s;

@@ -67,6 +67,7 @@ class HttpConnection {
   // Some bytes of the response (blocking, up to the timeout): 0 when the peer closed.
   Result<size_t> Receive(char* buf, size_t len, bool wait);
   std::string Headers() const;
+  static Status CertificateRefused();
   explicit HttpConnection(net::Fd fd, std::string host, int timeout_ms)
       : fd_(std::move(fd)), host_(std::move(host)), timeout_ms_(timeout_ms) {}
   net::Fd fd_;

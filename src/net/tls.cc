@@ -44,6 +44,23 @@ struct TlsSession::Outgoing {
 
 namespace {
 
+// Sends what `out` holds (send flags `flags` besides MSG_NOSIGNAL): 0 when all is sent,
+// else the errno that stopped it (EAGAIN: the socket is full).
+int SendOutgoing(TlsSession::Outgoing& out, int flags) {
+  while (out.sent < out.bytes.size()) {
+    ssize_t n = ::send(out.fd, out.bytes.data() + out.sent, out.bytes.size() - out.sent,
+                       MSG_NOSIGNAL | flags);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EWOULDBLOCK ? EAGAIN : errno;
+    }
+    out.sent += static_cast<size_t>(n);
+  }
+  out.bytes.clear();
+  out.sent = 0;
+  return 0;
+}
+
 // kvpool's socket BIO: writes gather in the session's Outgoing (sent by Flush with
 // MSG_NOSIGNAL: a library must not raise SIGPIPE in its host process); reads are recv().
 int GatherWrite(BIO* b, const char* data, int len) {
@@ -68,21 +85,10 @@ int SocketRead(BIO* b, char* data, int len) {
 // wait on bytes still gathered here): send them now, as far as the socket takes them.
 long GatherCtrl(BIO* b, int cmd, long, void*) {
   if (cmd != BIO_CTRL_FLUSH) return 0;
-  auto* out = static_cast<TlsSession::Outgoing*>(BIO_get_data(b));
   BIO_clear_retry_flags(b);
-  while (out->sent < out->bytes.size()) {
-    ssize_t n =
-        ::send(out->fd, out->bytes.data() + out->sent, out->bytes.size() - out->sent, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
-      return -1;
-    }
-    out->sent += static_cast<size_t>(n);
-  }
-  out->bytes.clear();
-  out->sent = 0;
-  return 1;
+  int e = SendOutgoing(*static_cast<TlsSession::Outgoing*>(BIO_get_data(b)), 0);
+  if (e == EAGAIN) BIO_set_retry_write(b);
+  return e == 0 ? 1 : -1;
 }
 
 BIO_METHOD* GatherMethod() {
@@ -103,6 +109,17 @@ BIO_METHOD* GatherMethod() {
 bool IsIpAddress(const std::string& s) {
   unsigned char buf[16];
   return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
+
+// The certificate chain and its key (in the certificate's file when key_file is empty).
+Status LoadKeyPair(SSL_CTX* ctx, const TlsOptions& o, const std::string& what) {
+  const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
+  if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1)
+    return Fail(what + " certificate " + o.cert_file);
+  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
+    return Fail(what + " key " + key);
+  if (SSL_CTX_check_private_key(ctx) != 1) return Fail(what + " key " + key + " vs certificate");
+  return Status::Ok();
 }
 
 SSL_CTX* NewContext(bool server, bool ktls) {
@@ -132,12 +149,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const TlsOptions& o
   SSL_CTX* ctx = NewContext(true, ktls);
   if (!ctx) return Fail("TLS context");
   std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, true, ktls, o));
-  const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
-  if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1)
-    return Fail("TLS certificate " + o.cert_file);
-  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return Fail("TLS key " + key);
-  if (SSL_CTX_check_private_key(ctx) != 1) return Fail("TLS key " + key + " vs certificate");
+  if (Status s = LoadKeyPair(ctx, o, "TLS"); !s.ok()) return s;
   // No session tickets: kvpool connections are long-lived, and a ticket is a post-handshake
   // write that would stand between the handshake and kTLS.
   SSL_CTX_set_num_tickets(ctx, 0);
@@ -159,12 +171,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const TlsOptions& o
   if (!ctx) return Fail("TLS context");
   std::shared_ptr<const TlsContext> owner(new TlsContext(ctx, false, false, o));
   if (!o.cert_file.empty()) {
-    const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
-    if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1)
-      return Fail("TLS client certificate " + o.cert_file);
-    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
-      return Fail("TLS client key " + key);
-    if (SSL_CTX_check_private_key(ctx) != 1) return Fail("TLS client key vs certificate");
+    if (Status s = LoadKeyPair(ctx, o, "TLS client"); !s.ok()) return s;
   }
   if (o.verify_server) {
     int ok = o.ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx)
@@ -226,21 +233,12 @@ bool TlsSession::has_outgoing() const { return out_ && out_->sent < out_->bytes.
 
 TlsSession::Io TlsSession::Flush() {
   if (!out_) return Io::kOk;
-  while (out_->sent < out_->bytes.size()) {
-    ssize_t n = ::send(out_->fd, out_->bytes.data() + out_->sent, out_->bytes.size() - out_->sent,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantWrite;
-      if (errno == EPIPE || errno == ECONNRESET) return Io::kClosed;
-      error_ = std::string("TLS send: ") + std::strerror(errno);
-      return Io::kFailed;
-    }
-    out_->sent += static_cast<size_t>(n);
-  }
-  out_->bytes.clear();
-  out_->sent = 0;
-  return Io::kOk;
+  int e = SendOutgoing(*out_, MSG_DONTWAIT);
+  if (e == 0) return Io::kOk;
+  if (e == EAGAIN) return Io::kWantWrite;
+  if (e == EPIPE || e == ECONNRESET) return Io::kClosed;
+  error_ = std::string("TLS send: ") + std::strerror(e);
+  return Io::kFailed;
 }
 
 TlsSession::Io TlsSession::Classify(int ret) {
@@ -343,23 +341,6 @@ bool TlsSession::peer_verified() const {
 
 bool TlsSession::server_asked_certificate() const { return asked_certificate_; }
 
-TlsSession::Io TlsSession::AwaitVerdict(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  if (!HasPending() && ::poll(&p, 1, timeout_ms) <= 0) return Io::kWantRead;  // nothing said
-  char byte;
-  size_t got = 0;
-  ERR_clear_error();
-  errno = 0;
-  int ok = SSL_peek_ex(ssl_, &byte, 1, &got);
-  if (ok == 1) return Io::kOk;
-  Io io = Classify(0);
-  if (io == Io::kClosed) {  // closed (or reset, its alert lost) right after the handshake
-    error_ = "the server closed the connection after the handshake (client certificate refused)";
-    return Io::kFailed;
-  }
-  return io == Io::kFailed ? Io::kFailed : Io::kOk;  // tickets only: accepted
-}
-
 bool TlsSession::ktls_send() const { return BIO_get_ktls_send(SSL_get_wbio(ssl_)) == 1; }
 
 namespace {
@@ -387,7 +368,7 @@ Status TlsHandshake(TlsSession& s, int fd, int timeout_ms) {
   }
 }
 
-Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int timeout_ms) {
+Status TlsWrite(TlsSession& s, const void* data, size_t len, const TlsWait& wait) {
   auto* p = static_cast<const char*>(data);
   while (len > 0) {
     size_t put = 0;
@@ -399,18 +380,29 @@ Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int time
     }
     if (io == TlsSession::Io::kClosed) return Status::Unavailable("TLS: peer closed");
     if (io == TlsSession::Io::kFailed) return Status::Unavailable("TLS write: " + s.error());
-    if (Status w = Wait(fd, io, timeout_ms, "write"); !w.ok()) return w;
+    if (Status w = wait(io); !w.ok()) return w;
   }
-  return TlsFlush(s, fd, timeout_ms);
+  return Status::Ok();
 }
 
-Status TlsFlush(TlsSession& s, int fd, int timeout_ms) {
+Status TlsFlush(TlsSession& s, const TlsWait& wait) {
   for (;;) {
     TlsSession::Io io = s.Flush();
     if (io == TlsSession::Io::kOk) return Status::Ok();
+    if (io == TlsSession::Io::kClosed) return Status::Unavailable("TLS: peer closed");
     if (io != TlsSession::Io::kWantWrite) return Status::Unavailable("TLS send: " + s.error());
-    if (Status w = Wait(fd, io, timeout_ms, "write"); !w.ok()) return w;
+    if (Status w = wait(io); !w.ok()) return w;
   }
+}
+
+Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int timeout_ms) {
+  TlsWait wait = [&](TlsSession::Io io) { return Wait(fd, io, timeout_ms, "write"); };
+  if (Status w = TlsWrite(s, data, len, wait); !w.ok()) return w;
+  return TlsFlush(s, wait);
+}
+
+Status TlsFlush(TlsSession& s, int fd, int timeout_ms) {
+  return TlsFlush(s, [&](TlsSession::Io io) { return Wait(fd, io, timeout_ms, "write"); });
 }
 
 Result<size_t> TlsReadSome(TlsSession& s, int fd, void* buf, size_t len, int timeout_ms) {

@@ -22,6 +22,7 @@
 #define KVPOOL_NET_TLS_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -99,11 +100,6 @@ class TlsSession {
   bool peer_verified() const;
   // Client: the server asked for a certificate (a CertificateRequest).
   bool server_asked_certificate() const;
-  // Client, TLS 1.3: the server says whether it accepts the client's certificate only after
-  // the client's handshake is over (an alert, or its session tickets). Waits up to
-  // `timeout_ms` for that first word: kFailed if it is a refusal (an alert, or the server
-  // closing), kOk if the server spoke otherwise (its tickets), kWantRead if it said nothing.
-  Io AwaitVerdict(int fd, int timeout_ms);
   // The kernel encrypts what is written to the fd (after the handshake).
   bool ktls_send() const;
   // OpenSSL's reason for the last kFailed (and the verification error, if any).
@@ -131,6 +127,13 @@ Status TlsHandshake(TlsSession& s, int fd, int timeout_ms);
 // Writes all of data and flushes.
 Status TlsWriteAll(TlsSession& s, int fd, const void* data, size_t len, int timeout_ms);
 Status TlsFlush(TlsSession& s, int fd, int timeout_ms);
+// With the caller's wait: `wait(io)` blocks until the socket is ready for what
+// kWantRead/kWantWrite asks (a deadline of its own, say), or says why not. TlsWrite
+// encrypts all of data into the session's outgoing records (sending only when they reach
+// 1 MiB); TlsFlush sends them.
+using TlsWait = std::function<Status(TlsSession::Io)>;
+Status TlsWrite(TlsSession& s, const void* data, size_t len, const TlsWait& wait);
+Status TlsFlush(TlsSession& s, const TlsWait& wait);
 // Reads at least one byte (up to len) into buf; kUnavailable when the peer closed.
 Result<size_t> TlsReadSome(TlsSession& s, int fd, void* buf, size_t len, int timeout_ms);
 

@@ -108,6 +108,14 @@ std::string Connection::TenantStatsText() const {
          r(&TenantCounters::bytes_out) + "\n";
 }
 
+Result<Reservation> Connection::ReserveValue(const BlockKey& key, size_t len,
+                                             const PutOptions& options) {
+  if (!seal_keys_) return server_.store()->Reserve(key, len, options);
+  if (seal_keys_->shredded())
+    return Status::Refused("this tenant's encryption keys have been removed");
+  return server_.store()->Reserve(key, len + kSealOverhead, options);
+}
+
 Status Connection::SealReserved(const BlockKey& stored_key, uint32_t crc, bool checksummed,
                                 Reservation reservation) {
   std::span<std::byte> buf = reservation.data();

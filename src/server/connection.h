@@ -144,6 +144,11 @@ class Connection {
   // (the reservation is the value plus kSealOverhead, the value at kSealPrefix) and commits
   // it. OpenSealed returns the plaintext of a sealed block, kept by the connection until its
   // answer is sent, and the client's CRC in *crc; kNotFound when it does not open.
+  // ReserveValue reserves a put of `len` value bytes: for a sealed tenant the value and
+  // the seal around it (kRefused once its keys are shredded); the value goes at
+  // value_offset() in it.
+  Result<Reservation> ReserveValue(const BlockKey& key, size_t len, const PutOptions& options);
+  size_t value_offset() const { return seal_keys_ ? kSealPrefix : 0; }
   Status SealReserved(const BlockKey& stored_key, uint32_t crc, bool checksummed,
                       Reservation reservation);
   Result<std::span<const std::byte>> OpenSealed(const BlockKey& stored_key,

@@ -383,13 +383,11 @@ void NativeConnection::DoPut(std::span<const std::byte> meta) {
     if (s.ok() && overwrite) server_.leases().Forget(key);  // the old bytes never come back
     if (s.ok() && no_space) s = Status::NoSpace("an earlier item of this request found no room");
     // A sealed tenant's value lands after the seal's prefix, encrypted in place at the end.
-    const size_t at = seal_keys_ ? kSealPrefix : 0;
-    if (s.ok() && seal_keys_ && seal_keys_->shredded())
-      s = Status::Refused("this tenant's encryption keys have been removed");
+    const size_t at = value_offset();
     if (s.ok()) {
       PutOptions po{scope_.Key(it.parent), overwrite};
       po.token_ids = put_tokens_[i];
-      auto r = store->Reserve(key, it.len + (seal_keys_ ? kSealOverhead : 0), po);
+      auto r = ReserveValue(key, it.len, po);
       if (r.ok()) {
         reservations_[i] = std::move(r).value();
       } else {

@@ -197,14 +197,10 @@ Status RespConnection::Set(std::string_view key, std::string_view value, uint64_
                            bool overwrite) {
   Store* store = server_.store();
   if (overwrite) server_.leases().Forget(KeyOf(key));
-  if (seal_keys_ && seal_keys_->shredded())
-    return Status::Refused("this tenant's encryption keys have been removed");
-  const size_t at = seal_keys_ ? kSealPrefix : 0;
-  auto r =
-      store->Reserve(KeyOf(key), value.size() + kExpiryBytes + (seal_keys_ ? kSealOverhead : 0),
-                     PutOptions{.parent = {}, .overwrite = overwrite});
+  auto r = ReserveValue(KeyOf(key), value.size() + kExpiryBytes,
+                        PutOptions{.parent = {}, .overwrite = overwrite});
   if (!r.ok()) return r.status();
-  std::byte* dst = r->data().data() + at;
+  std::byte* dst = r->data().data() + value_offset();
   std::memcpy(dst, &expiry_ms, kExpiryBytes);
   std::memcpy(dst + kExpiryBytes, value.data(), value.size());
   Status s = seal_keys_ ? SealReserved(KeyOf(key), Crc32c(dst, value.size() + kExpiryBytes),
