@@ -216,7 +216,7 @@ class RespAuth(unittest.TestCase):
         conf = os.path.join(d, "k.toml")
         with open(conf, "w") as f:
             f.write('[server]\nresp_namespace = "cache"\n[[tenant]]\nname = "t"\n'
-                    'token = "s3cret"\nnamespaces = ["cache"]\n')
+                    'token = "s3cret"\nnamespaces = ["cache"]\ndram_quota = "256KiB"\n')
         daemon = Daemon(["--config", conf])
         try:
             r = redis.Redis(host="127.0.0.1", port=daemon.resp_port)
@@ -235,10 +235,20 @@ class RespAuth(unittest.TestCase):
             with self.assertRaisesRegex(redis.ResponseError, "not available"):
                 ok.dbsize()  # the store's size is every tenant's
             info = ok.info()  # the tenant's own figures, in Redis's fields
-            self.assertNotIn("used_memory", info)
+            self.assertEqual(info["used_memory"], 4096)  # its one block, not the store's
+            self.assertEqual(info["maxmemory"], 256 * 1024)
             self.assertEqual(info["kvpool_tenant"], "t")
             self.assertEqual(info["keyspace_hits"], 1)
             self.assertEqual(info["connected_clients"], 1)
+            # Its quota: values past it push its own older ones out; one larger than the
+            # whole quota is refused as Redis refuses a write over maxmemory (OOM).
+            for i in range(100):
+                self.assertTrue(ok.set("k%d" % i, b"v" * 10000))
+            self.assertLessEqual(ok.info()["used_memory"], 256 * 1024)
+            self.assertEqual(ok.get("k99"), b"v" * 10000)
+            self.assertIsNone(ok.get("k0"))
+            with self.assertRaisesRegex(redis.ResponseError, "^OOM .*quota"):
+                ok.set("big", b"x" * 300000)
         finally:
             self.assertEqual(daemon.stop(), 0)
             shutil.rmtree(d, ignore_errors=True)

@@ -110,6 +110,17 @@ class Raw {
     if (data) *data = d;
     return true;
   }
+  // Reads until `marker` arrives (or close, or the 5 s receive timeout); what came.
+  std::string ReadUntil(std::string_view marker) {
+    std::string got;
+    char buf[4096];
+    while (got.find(marker) == std::string::npos) {
+      ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
   bool Closed() {  // true once the server has closed this connection
     std::byte b;
     return ::recv(fd_.get(), &b, 1, 0) == 0;
@@ -533,6 +544,49 @@ TEST_F(ServerTest, TokensAndNamespacesIsolateTenants) {
   EXPECT_TRUE(raw.Closed());
 }
 
+// Issue 20: a tenant's DRAM quota. Its puts past the quota evict its own coldest blocks,
+// never another tenant's; a put larger than the quota fails with kNoSpace saying why; STAT
+// shows the tenant what it holds against its quota, and RESP INFO the same.
+TEST_F(ServerTest, TenantQuotaEvictsOnlyItsOwnBlocks) {
+  std::string config = dir_ + "/kvpoold.toml";
+  std::ofstream(config) << "[server]\nresp_namespace = \"a/resp\"\n\n"
+                           "[[tenant]]\nname = \"a\"\ntoken = \"alpha\"\nnamespaces = [\"a/*\"]\n"
+                           "dram_quota = \"1MiB\"\n\n"
+                           "[[tenant]]\nname = \"b\"\ntoken = \"beta\"\nnamespaces = [\"b\"]\n";
+  StartOrDie({"--config", config, "--dram", "16MiB"});
+  auto a = Connect(daemon_->tcp_address(), "a/x", "alpha");
+  auto b = Connect(daemon_->tcp_address(), "b", "beta");
+  constexpr size_t kBlock = 64 * 1024;
+  for (uint64_t i = 1; i <= 32; ++i)
+    ASSERT_TRUE(b->Put(BlockKey{2, i}, Value(BlockKey{2, i}, kBlock)).ok());
+  for (uint64_t i = 1; i <= 48; ++i) {
+    ASSERT_TRUE(a->Put(BlockKey{1, i}, Value(BlockKey{1, i}, kBlock)).ok()) << i;
+  }
+  std::vector<std::byte> buf(kBlock);
+  size_t held = 0;
+  for (uint64_t i = 1; i <= 48; ++i) held += a->Get(BlockKey{1, i}, buf).ok();
+  EXPECT_EQ(held, 16u) << "1 MiB of 64 KiB blocks";
+  EXPECT_TRUE(a->Get(BlockKey{1, 48}, buf).ok());
+  for (uint64_t i = 1; i <= 32; ++i) EXPECT_TRUE(b->Get(BlockKey{2, i}, buf).ok()) << i;
+  auto text = a->ServerStats();
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("tenant a holds: dram 1048576 bytes of quota 1048576"), std::string::npos)
+      << *text;
+  auto tb = b->ServerStats();
+  ASSERT_TRUE(tb.ok());
+  EXPECT_NE(tb->find("tenant b holds: dram 2097152 bytes (no quota)"), std::string::npos) << *tb;
+  std::vector<std::byte> big(2 * 1024 * 1024, std::byte{7});
+  Status s = a->Put(BlockKey{1, 99}, big);
+  EXPECT_EQ(s.code(), Code::kNoSpace);
+  EXPECT_NE(s.message().find("quota"), std::string::npos) << s.ToString();
+  // RESP: the same tenant over AUTH sees its holding in INFO's memory section.
+  Raw resp(daemon_->resp_port());
+  std::string cmd = "AUTH alpha\r\nINFO\r\n";
+  ASSERT_TRUE(resp.Send(std::as_bytes(std::span(cmd))));
+  std::string info = resp.ReadUntil("total_net_output_bytes");
+  EXPECT_NE(info.find("used_memory:1048576\r\nmaxmemory:1048576"), std::string::npos) << info;
+}
+
 // Peer connections (the drain tool): stored keys, LIST hottest first, LEAVE; refused
 // without the cluster's peer token on a node with tenants, and LIST/LEAVE refused to
 // ordinary clients.
@@ -609,7 +663,8 @@ TEST_F(ServerTest, TenantConnectionCapsAndScopedStat) {
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->rfind("tenant b: connections 1,", 0), 0u) << *text;
   EXPECT_NE(text->find("puts 1,"), std::string::npos) << *text;
-  EXPECT_EQ(text->find("dram"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("dram:"), std::string::npos) << "not the store's shape: " << *text;
+  EXPECT_NE(text->find("tenant b holds: dram 4096 bytes (no quota)"), std::string::npos) << *text;
 }
 
 TEST_F(ServerTest, SecondStartOnTheSameDataDirIsRefused) {

@@ -122,6 +122,9 @@ config file settings (TOML; sizes as integers or strings like "16MiB"):
 %s
   [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"],
               max_connections = 64 (optional: its connections on this node),
+              dram_quota = "4GiB", flash_quota = "64GiB" (optional: the most of
+              this node's store its blocks may hold; at a quota its own coldest
+              blocks leave, never another tenant's; a put that cannot fit fails),
               encryption_key_file = "/etc/kvpool/a.keys" (optional, mode 0600:
               "<version> <64 hex>" lines) or encryption_key_command = "..." (a KMS
               hook printing that list): its values are sealed with AES-256-GCM
@@ -130,7 +133,8 @@ config file settings (TOML; sizes as integers or strings like "16MiB"):
       With tenants, a client's HELLO must carry a token whose tenant lists the
       namespace ('*' ends a prefix); RESP clients must AUTH with a token that
       opens server.resp_namespace. Without tenants the pool is open. A tenant's
-      STAT and INFO show its own figures, not the store's; DBSIZE is refused.
+      STAT and INFO show its own figures (and what it holds against its quotas),
+      not the store's; DBSIZE is refused.
 
 Signals: SIGTERM or SIGINT stop it cleanly: blocks held only in DRAM are written to
 flash first (store.flush_on_close), and the next start finds them. After a crash
@@ -233,7 +237,7 @@ kvpool::Result<std::unique_ptr<kvpool::server::HttpEndpoint>> StartHttp(
     kvpool::server::NodeStats n;
     n.store = store->GetStats();
     n.server = server->GetStats();
-    n.tenants = server->tenant_stats().Snapshot();
+    n.tenants = server->TenantSnapshots();
     n.uptime_seconds = static_cast<double>(kvpool::NowNanos() - start_ns) / 1e9;
     n.unix_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                           std::chrono::system_clock::now().time_since_epoch())

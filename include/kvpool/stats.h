@@ -50,6 +50,7 @@ struct StoreStats {
   uint64_t flash_restored = 0;         // blocks found on the flash at open (warm restart)
   uint64_t flash_regions_dropped = 0;  // regions whose summary was torn at open (blocks lost)
   uint64_t flash_summary_bytes = 0;    // flash metadata written (summaries, superblock)
+  uint64_t quota_evictions = 0;        // blocks a tenant's quota pushed out (DRAM or flash)
   // The DRAM eviction policy's reuse bonus now, in DRAM-fulls per past use, and how many
   // epochs the tuner has judged (0: fixed by the options).
   double reuse_bonus_dram_fulls = 0;

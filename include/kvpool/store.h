@@ -32,6 +32,27 @@ struct PutOptions {
   // (KV events carry them; routers hash them). Must stay valid until the put or commit
   // returns.
   std::span<const uint32_t> token_ids = {};
+  // Whose bytes these are (a tenant, 1..kMaxTenants-1; 0: nobody's). The block's bytes
+  // count against that tenant's quota (Store::SetQuota) in each tier while held there.
+  uint16_t tenant = 0;
+};
+
+// Tenant ids run 1..kMaxTenants-1 (0: no tenant).
+inline constexpr uint32_t kMaxTenants = 4096;
+
+// A tenant's share of the store: at most this many bytes (whole 4 KiB pages) in DRAM and
+// on flash; 0: no limit. A tenant at its DRAM quota evicts its own coldest blocks to make
+// room (to flash, as any eviction); at its flash quota its oldest flash blocks leave.
+// Other tenants' blocks are never evicted for it. A put that cannot fit (larger than the
+// quota, or the quota full of blocks pinned by readers) fails with kNoSpace, which says so.
+struct TenantQuota {
+  uint64_t dram_bytes = 0;
+  uint64_t flash_bytes = 0;
+};
+
+struct TenantUsage {
+  uint64_t dram_bytes = 0;   // DRAM pages held (and reserved) for the tenant's blocks
+  uint64_t flash_bytes = 0;  // pages of its live flash blocks
 };
 
 struct PutOp {
@@ -40,6 +61,7 @@ struct PutOp {
   BlockKey parent;
   Status status;                             // out: OK, kExists, kTooLarge, kNoSpace, ...
   std::span<const uint32_t> token_ids = {};  // in, optional: as PutOptions::token_ids
+  uint16_t tenant = 0;                       // in, optional: as PutOptions::tenant
 };
 
 struct GetOp {
@@ -183,6 +205,11 @@ class Store {
   virtual std::vector<HeldBlock> ListBlocks(size_t max) = 0;
 
   virtual StoreStats GetStats() const = 0;
+
+  // Sets a tenant's quota (applies to its next puts and demotions; blocks over a lowered
+  // quota leave as the tenant writes). REQUIRES: 0 < tenant < kMaxTenants.
+  virtual void SetQuota(uint16_t tenant, const TenantQuota& quota) = 0;
+  virtual TenantUsage Usage(uint16_t tenant) const = 0;
 
   // The DRAM tier's memory (every DRAM-resident block's bytes lie in it), for registering
   // it with a device once (kvpool::gpu::RegisterHost) so that blocks move without staging.

@@ -448,7 +448,15 @@ class Client::Impl {
       case Op::kPut:
         for (size_t i = 0; i < p.puts.size(); ++i) {
           net::ResponseItem r = item(i);
-          p.puts[i].status = r.code == 0 ? Status() : Status(net::CodeFromWire(r.code), {});
+          Code code = net::CodeFromWire(r.code);
+          // Per-item answers carry a code only: say what a refused put's code means.
+          p.puts[i].status = r.code == 0 ? Status()
+                             : code == Code::kNoSpace
+                                 ? Status::NoSpace(
+                                       "no room on the server: its DRAM is full of blocks "
+                                       "in use, or the value does not fit this tenant's "
+                                       "quota (STAT shows what the tenant holds)")
+                                 : Status(code, {});
         }
         return Status::Ok();
       case Op::kExists:

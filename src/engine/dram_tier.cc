@@ -44,7 +44,10 @@ DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t m
       records_(new Record[max_records]),
       probation_(probation),
       probation_pages_(static_cast<uint64_t>(probation_fraction * pages)),
-      bonus_pages_(bonus_pages) {
+      bonus_pages_(bonus_pages),
+      tenant_lists_(new List[kMaxTenants]),
+      tenant_pages_(new std::atomic<uint64_t>[kMaxTenants]) {
+  for (uint32_t t = 0; t < kMaxTenants; ++t) tenant_pages_[t].store(0, std::memory_order_relaxed);
   free_records_.reserve(max_records);
   for (uint32_t i = max_records; i > 0; --i) free_records_.push_back(i - 1);
   // Four ghost entries per page of DRAM (8 bytes each: 0.8% of the arena), at most 2^28.
@@ -55,7 +58,7 @@ DramTier::DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t m
   ghost_mask_ = ghost_slots_ / kGhostWays - 1;
 }
 
-uint32_t DramTier::Allocate(uint32_t size) {
+uint32_t DramTier::Allocate(uint32_t size, uint16_t tenant) {
   uint32_t npages = (size + 4095) / 4096;
   if (npages == 0) npages = 1;
   uint32_t page = pages_.Allocate(npages);
@@ -77,6 +80,8 @@ uint32_t DramTier::Allocate(uint32_t size) {
   r.pages = npages;
   r.size = size;
   r.flash_gen = 0;
+  r.tenant = tenant < kMaxTenants ? tenant : 0;
+  tenant_pages_[r.tenant].fetch_add(npages, std::memory_order_relaxed);
   // queue, prev, next and heap_seq are the policy's (under its mutex, which may be reading
   // them now for a stale heap entry naming this id): a free record is in no queue already.
   r.freq.store(0, std::memory_order_relaxed);
@@ -88,6 +93,7 @@ uint32_t DramTier::Allocate(uint32_t size) {
 
 void DramTier::Free(uint32_t id) {
   Record& r = records_[id];
+  tenant_pages_[r.tenant].fetch_sub(r.pages, std::memory_order_relaxed);
   pages_.Free(r.page, r.pages);
   live_.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(free_mu_);
@@ -145,6 +151,39 @@ void DramTier::Link(uint32_t id, bool main) {
   } else {
     PushHeadLocked(small_, kSmall, id);
   }
+  PushTenantLocked(id);
+}
+
+void DramTier::PushTenantLocked(uint32_t id) {
+  Record& r = records_[id];
+  if (r.tenant == 0 || r.tenant_linked) return;
+  List& l = tenant_lists_[r.tenant];
+  r.tenant_linked = true;
+  r.tprev = kNoRecord;
+  r.tnext = l.head;
+  if (l.head != kNoRecord) records_[l.head].tprev = id;
+  l.head = id;
+  if (l.tail == kNoRecord) l.tail = id;
+  l.pages += r.pages;
+  ++l.count;
+}
+
+void DramTier::RemoveTenantLocked(uint32_t id) {
+  Record& r = records_[id];
+  if (!r.tenant_linked) return;
+  List& l = tenant_lists_[r.tenant];
+  if (r.tprev != kNoRecord)
+    records_[r.tprev].tnext = r.tnext;
+  else
+    l.head = r.tnext;
+  if (r.tnext != kNoRecord)
+    records_[r.tnext].tprev = r.tprev;
+  else
+    l.tail = r.tprev;
+  r.tprev = r.tnext = kNoRecord;
+  r.tenant_linked = false;
+  l.pages -= r.pages;
+  --l.count;
 }
 
 void DramTier::PushMainLocked(uint32_t id) {
@@ -250,11 +289,16 @@ void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
 
 void DramTier::Unlink(uint32_t id) {
   std::lock_guard<std::mutex> lock(policy_mu_);
+  UnlinkLocked(id);
+}
+
+void DramTier::UnlinkLocked(uint32_t id) {
   Record& r = records_[id];
   if (r.queue == kSmall)
     RemoveLocked(small_, id);
   else if (r.queue == kMain)
     RemoveMainLocked(id);
+  RemoveTenantLocked(id);
 }
 
 size_t DramTier::PickVictims(size_t max, Victim* out) {
@@ -272,6 +316,7 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
         PushMainLocked(id);  // used during probation: admitted
         continue;
       }
+      RemoveTenantLocked(id);
       out[n++] = {id, r.gen, r.key, probation_};
     } else if (main_.count > 0 && !heap_.empty()) {
       HeapItem top = HeapPopLocked();
@@ -284,10 +329,41 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
         continue;
       }
       RemoveMainLocked(top.id);
+      RemoveTenantLocked(top.id);
       out[n++] = {top.id, r.gen, r.key, false};
     } else {
       break;
     }
+  }
+  return n;
+}
+
+size_t DramTier::PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, Victim* out) {
+  if (tenant == 0 || tenant >= kMaxTenants || max == 0) return 0;
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  // The tenant's longest-linked records, then the policy's order among them: unused
+  // probation blocks first (one-hit), then the lowest eviction priority.
+  struct Candidate {
+    bool keep;  // not an unused probation block
+    uint64_t key;
+    uint32_t id;
+  };
+  std::vector<Candidate> c;
+  for (uint32_t id = tenant_lists_[tenant].tail; id != kNoRecord && c.size() < 4 * max;
+       id = records_[id].tprev) {
+    const Record& r = records_[id];
+    c.push_back(
+        {!(r.queue == kSmall && r.freq.load(std::memory_order_relaxed) == 0), KeyOf(r), id});
+  }
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+    return a.keep != b.keep ? !a.keep : a.key < b.key;
+  });
+  size_t n = 0;
+  for (uint64_t got = 0; n < c.size() && n < max && got < bytes; ++n) {
+    Record& r = records_[c[n].id];
+    got += uint64_t{r.pages} * 4096;
+    UnlinkLocked(c[n].id);
+    out[n] = {c[n].id, r.gen, r.key, probation_ && !c[n].keep};
   }
   return n;
 }

@@ -16,6 +16,10 @@
 // first. (Passing over parents that still have children was tried first: it kept stale
 // parents alive a whole extra cycle and cost 3 points of hit ratio on the Mooncake trace.)
 //
+// Tenants: each record is charged to its tenant (PutOptions::tenant) from Allocate to
+// Free, and a linked record of a tenant is also in that tenant's list, in linking order,
+// from which PickTenantVictims takes the tenant's own coldest blocks (quota eviction).
+//
 // Records are pinned by readers (a count in `state`); a record leaving the index is
 // "doomed" and freed by whoever drops the last pin (or at once if none).
 //
@@ -37,6 +41,7 @@
 
 #include "kvpool/key.h"
 #include "kvpool/options.h"
+#include "kvpool/store.h"
 #include "mem/arena.h"
 #include "mem/page_allocator.h"
 
@@ -52,11 +57,14 @@ struct Record {
   uint32_t prev = kNoRecord, next = kNoRecord;  // GUARDED_BY(policy mutex)
   uint8_t queue = 0;                            // GUARDED_BY(policy mutex)
   uint32_t link_seq = 0;                        // GUARDED_BY(policy mutex): when linked
-  uint32_t heap_seq = 0;  // GUARDED_BY(policy mutex): names the record's current heap entry
-  std::atomic<uint64_t> last_use{0};  // policy clock at the last use (or at linking)
-  std::atomic<uint8_t> freq{0};       // uses after the first, at most 3
-  std::atomic<bool> used{false};      // hit at least once since it entered DRAM
-  std::atomic<uint32_t> state{0};     // pins, plus kDoomed
+  uint32_t heap_seq = 0;       // GUARDED_BY(policy mutex): names the record's current heap entry
+  uint16_t tenant = 0;         // whose bytes (PutOptions::tenant); set by Allocate
+  bool tenant_linked = false;  // GUARDED_BY(policy mutex)
+  uint32_t tprev = kNoRecord, tnext = kNoRecord;  // GUARDED_BY(policy mutex): tenant's list
+  std::atomic<uint64_t> last_use{0};              // policy clock at the last use (or at linking)
+  std::atomic<uint8_t> freq{0};                   // uses after the first, at most 3
+  std::atomic<bool> used{false};                  // hit at least once since it entered DRAM
+  std::atomic<uint32_t> state{0};                 // pins, plus kDoomed
 };
 
 class DramTier {
@@ -66,8 +74,9 @@ class DramTier {
   static Result<std::unique_ptr<DramTier>> Create(const StoreOptions& options,
                                                   uint64_t flash_bytes = 0);
 
-  // A record with room for `size` bytes (rounded up to pages), or kNoRecord.
-  uint32_t Allocate(uint32_t size);
+  // A record with room for `size` bytes (rounded up to pages), charged to `tenant`, or
+  // kNoRecord.
+  uint32_t Allocate(uint32_t size, uint16_t tenant = 0);
   Record& rec(uint32_t id) { return records_[id]; }
   std::byte* Data(uint32_t id) {
     return arena_->base() + static_cast<uint64_t>(records_[id].page) * 4096;
@@ -122,6 +131,13 @@ class DramTier {
   // after checking under the key's shard lock that the entry still names (id, gen): a
   // victim may be erased, freed and reused by another key in between.
   size_t PickVictims(size_t max, Victim* out);
+  // As PickVictims, among `tenant`'s blocks only, until they hold `bytes` (at most `max`):
+  // of its longest-linked few, unused probation blocks first, then the lowest priority.
+  size_t PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, Victim* out);
+  // Bytes (whole pages) of the records charged to `tenant`.
+  uint64_t tenant_bytes(uint16_t tenant) const {
+    return tenant_pages_[tenant].load(std::memory_order_relaxed) * 4096;
+  }
 
   // Ghost list of keys recently dropped (from probation unused, or from flash after a
   // use), with their past uses; approximate, fixed size.
@@ -151,6 +167,11 @@ class DramTier {
            double probation_fraction, bool probation, uint64_t bonus_pages);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
+  // The record's tenant list (no-op for tenant 0, or if already in / not in it).
+  void PushTenantLocked(uint32_t id);
+  void RemoveTenantLocked(uint32_t id);
+  // Leaves its queue and its tenant's list.
+  void UnlinkLocked(uint32_t id);
   uint64_t KeyOf(const Record& r) const {
     return r.last_use.load(std::memory_order_relaxed) +
            bonus_pages_.load(std::memory_order_relaxed) * r.freq.load(std::memory_order_relaxed);
@@ -178,10 +199,12 @@ class DramTier {
   // heap: keys may shrink); read by KeyOf, always under policy_mu_.
   std::atomic<uint64_t> bonus_pages_;
   std::mutex policy_mu_;
-  List small_, main_;           // GUARDED_BY(policy_mu_)
-  uint32_t link_counter_ = 0;   // GUARDED_BY(policy_mu_)
-  uint32_t heap_counter_ = 0;   // GUARDED_BY(policy_mu_)
-  std::vector<HeapItem> heap_;  // GUARDED_BY(policy_mu_): min key on top
+  List small_, main_;                     // GUARDED_BY(policy_mu_)
+  uint32_t link_counter_ = 0;             // GUARDED_BY(policy_mu_)
+  uint32_t heap_counter_ = 0;             // GUARDED_BY(policy_mu_)
+  std::vector<HeapItem> heap_;            // GUARDED_BY(policy_mu_): min key on top
+  std::unique_ptr<List[]> tenant_lists_;  // GUARDED_BY(policy_mu_): kMaxTenants of them
+  std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;  // kMaxTenants: pages charged
   // Pages linked so far: the policy's clock. Written under policy_mu_, read by Touch.
   std::atomic<uint64_t> clock_{0};
 

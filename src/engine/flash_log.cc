@@ -70,7 +70,9 @@ FlashLog::FlashLog(io::Device* device, const FlashGeometry& geo)
       pending_flag_(regions_ ? regions_ : 1, 0),
       disk_ver_(new std::atomic<uint64_t>[regions_ ? regions_ : 1]),
       stripes_(new std::mutex[kStripes]),
-      empty_(regions_) {
+      empty_(regions_),
+      tenant_pages_(new std::atomic<uint64_t>[kMaxTenants]) {
+  for (uint32_t t = 0; t < kMaxTenants; ++t) tenant_pages_[t].store(0, std::memory_order_relaxed);
   for (uint32_t i = 0; i < (regions_ ? regions_ : 1); ++i) {
     gens_[i].store(0);
     disk_ver_[i].store(0);
@@ -217,14 +219,16 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
       prev_end = e.page + pages;
       for (uint32_t q = r + 1; q <= last; ++q) from_[q] = r;
       spill_[r] = std::max(spill_[r], last);
-      slots_[r].push_back({e.key, e.page, e.size, e.crc, false});
+      uint16_t tenant = e.tenant() < kMaxTenants ? e.tenant() : 0;
+      slots_[r].push_back({e.key, e.page, e.size, e.crc, tenant, false});
+      ChargeLocked(slots_[r].back(), true);
       if (live_[r] == 0) empty_.fetch_sub(1, std::memory_order_relaxed);
       live_[r] += pages;
       live_total_ += pages;
       ++region_blocks_[r];
       ++live_blocks;
       out->push_back({e.key, static_cast<uint32_t>(start), gens_[r].load(std::memory_order_relaxed),
-                      e.size, e.crc, f.h.seq});
+                      e.size, e.crc, f.h.seq, tenant});
     }
   }
   blocks_.fetch_add(live_blocks, std::memory_order_relaxed);
@@ -258,6 +262,9 @@ void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted) {
   live_total_ -= live_[region];
   if (live_[region] > 0) empty_.fetch_add(1, std::memory_order_relaxed);
   live_[region] = 0;
+  for (const Slot& s : slots_[region]) {
+    if (!s.dead) ChargeLocked(s, false);
+  }
   slots_[region].clear();
   inflight_[region] = 0;
   ver_[region] = 0;
@@ -300,8 +307,17 @@ void FlashLog::MaybePendingLocked(uint32_t r) {
   pending_n_.store(pending_.size(), std::memory_order_release);
 }
 
-bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, Extent* out,
-                      uint32_t* regions_evicted) {
+void FlashLog::ChargeLocked(const Slot& s, bool add) {
+  uint64_t pages = (uint64_t{s.size} + 4095) / 4096;
+  if (add) {
+    tenant_pages_[s.tenant].fetch_add(pages, std::memory_order_relaxed);
+  } else {
+    tenant_pages_[s.tenant].fetch_sub(pages, std::memory_order_relaxed);
+  }
+}
+
+bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc,
+                      uint16_t tenant, Extent* out, uint32_t* regions_evicted) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;
@@ -348,7 +364,9 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
   ++region_blocks_[start];
   if (live_[start] == 0) empty_.fetch_sub(1, std::memory_order_relaxed);
   live_[start] += pages;
-  slots_[start].push_back({key, out->page - start * pages_per_region_, size, crc, /*dead=*/false});
+  slots_[start].push_back({key, out->page - start * pages_per_region_, size, crc,
+                           tenant < kMaxTenants ? tenant : uint16_t{0}, /*dead=*/false});
+  ChargeLocked(slots_[start].back(), true);
   ++inflight_[start];
   ++ver_[start];
   live_total_ += pages;
@@ -374,6 +392,7 @@ void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
                              [](const Slot& s, uint32_t p) { return s.page < p; });
   if (it == sl.end() || it->page != off || it->dead) return;  // released already
   it->dead = true;
+  ChargeLocked(*it, false);
   uint64_t n = std::min<uint64_t>(pages, live_[region]);
   live_[region] -= n;
   if (n > 0 && live_[region] == 0) empty_.fetch_add(1, std::memory_order_relaxed);
@@ -425,7 +444,7 @@ void FlashLog::PersistRegion(uint32_t r) {
     h = {instance_, entered_[r], r, 0};
     entries.reserve(slots_[r].size());
     for (const Slot& s : slots_[r]) {
-      if (!s.dead) entries.push_back({s.key, s.page, s.size, s.crc, 0});
+      if (!s.dead) entries.push_back({s.key, s.page, s.size, s.crc, uint32_t{s.tenant} << 16});
     }
   }
   std::vector<std::byte> bytes;
@@ -473,7 +492,41 @@ uint64_t FlashLog::used_bytes() const {
   return live_total_ * 4096;
 }
 
-bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys) const {
+uint16_t FlashLog::TenantAt(uint32_t page, uint32_t gen) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t region = page / pages_per_region_;
+  if (region >= regions_ || !Valid(page, gen)) return 0;
+  const std::vector<Slot>& sl = slots_[region];
+  uint32_t off = page - region * pages_per_region_;
+  auto it = std::lower_bound(sl.begin(), sl.end(), off,
+                             [](const Slot& s, uint32_t p) { return s.page < p; });
+  return it == sl.end() || it->page != off || it->dead ? 0 : it->tenant;
+}
+
+void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
+                        std::vector<Located>* out) const {
+  out->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint32_t> order;
+  for (uint32_t r = 0; r < regions_; ++r) {
+    if (live_[r] > 0 && inflight_[r] == 0) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return entered_[a] < entered_[b]; });
+  uint64_t found = 0;
+  for (uint32_t r : order) {
+    for (const Slot& s : slots_[r]) {
+      if (s.dead || s.tenant != tenant) continue;
+      uint32_t pages = (s.size + 4095) / 4096;
+      out->push_back(
+          {s.key, r * pages_per_region_ + s.page, gens_[r].load(std::memory_order_relaxed), pages});
+      found += uint64_t{pages} * 4096;
+      if (found >= bytes || out->size() >= max) return;
+    }
+  }
+}
+
+bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Candidate>* keys) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t best = kNone;
   for (uint32_t r = 0; r < regions_; ++r) {
@@ -489,7 +542,7 @@ bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys
   *region = best;
   keys->clear();
   for (const Slot& s : slots_[best]) {
-    if (!s.dead) keys->push_back(s.key);
+    if (!s.dead) keys->push_back({s.key, s.tenant});
   }
   return true;
 }

@@ -42,6 +42,7 @@
 #include "io/device.h"
 #include "kvpool/key.h"
 #include "kvpool/status.h"
+#include "kvpool/store.h"
 
 namespace kvpool::engine {
 
@@ -57,6 +58,7 @@ class FlashLog {
     BlockKey key;
     uint32_t page = 0, gen = 0, size = 0, crc = 0;
     uint64_t seq = 0;
+    uint16_t tenant = 0;
   };
   struct OpenStats {
     bool formatted = false;        // no usable metadata (new device, other geometry, !restore)
@@ -76,8 +78,9 @@ class FlashLog {
   // device at all. `*regions_evicted` counts regions this call evicted. The block (key,
   // size, CRC) enters its region's summary. Every successful Append must be followed by
   // Written once the data write is over (failed or not: a failed one is Released first).
-  bool Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, Extent* out,
-              uint32_t* regions_evicted);
+  // The block's pages are charged to `tenant` while it is live.
+  bool Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, uint16_t tenant,
+              Extent* out, uint32_t* regions_evicted);
   void Written(const Extent& ext);
   bool Valid(uint32_t page, uint32_t gen) const {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
@@ -106,6 +109,20 @@ class FlashLog {
   uint64_t regions_evicted() const { return evicted_.load(std::memory_order_relaxed); }
   // Live blocks evicted with their region (the log was full of live data).
   uint64_t live_blocks_evicted() const { return live_evicted_.load(std::memory_order_relaxed); }
+  // Bytes (whole pages) of `tenant`'s live blocks.
+  uint64_t tenant_bytes(uint16_t tenant) const {
+    return tenant_pages_[tenant].load(std::memory_order_relaxed) * 4096;
+  }
+  // The tenant of the live block at (page, gen); 0 if none is there.
+  uint16_t TenantAt(uint32_t page, uint32_t gen) const;
+  // `tenant`'s oldest live blocks (oldest region first) until they hold `bytes`, at most
+  // `max` of them: quota eviction's candidates. The caller releases each (or its index
+  // entry no longer names it: then Release it directly).
+  struct Located {
+    BlockKey key;
+    uint32_t page = 0, gen = 0, pages = 0;
+  };
+  void OldestOf(uint16_t tenant, uint64_t bytes, size_t max, std::vector<Located>* out) const;
   // Live pages in `region` (tests).
   uint64_t live_pages(uint32_t region) const;
   // Regions holding no live block.
@@ -115,7 +132,11 @@ class FlashLog {
   // the least is more than 7/8 live (moving it would write more than 8x what it frees:
   // the log is full, and eviction must drop). `keys` gets the keys appended there since it was
   // entered (some since released or moved: the caller checks each against the index).
-  bool CompactionCandidate(uint32_t* region, std::vector<BlockKey>* keys) const;
+  struct Candidate {
+    BlockKey key;
+    uint16_t tenant = 0;
+  };
+  bool CompactionCandidate(uint32_t* region, std::vector<Candidate>* keys) const;
   uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
  private:
@@ -123,8 +144,10 @@ class FlashLog {
     BlockKey key;
     uint32_t page = 0;  // relative to the region
     uint32_t size = 0, crc = 0;
+    uint16_t tenant = 0;
     bool dead = false;
   };
+  void ChargeLocked(const Slot& s, bool add);
   FlashLog(io::Device* device, const FlashGeometry& geo);
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
   // invalidates its summary on the device if one is valid there.
@@ -171,7 +194,8 @@ class FlashLog {
   uint32_t head_region_ = 0;  // GUARDED_BY(mu_): the last region of that run
   bool started_ = false;      // GUARDED_BY(mu_)
   std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
-  std::atomic<uint32_t> empty_{0};  // regions with live_ == 0
+  std::atomic<uint32_t> empty_{0};                         // regions with live_ == 0
+  std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;  // kMaxTenants: live pages
 };
 
 }  // namespace kvpool::engine

@@ -29,7 +29,7 @@ TEST(FlashLog, NoValidBlockIsEverOverwritten) {
     uint32_t pages = 1 + rng() % 20;  // some span regions
     FlashLog::Extent ext;
     uint32_t ev;
-    ASSERT_TRUE(log.Append(pages, kKey, 0, 0, &ext, &ev));
+    ASSERT_TRUE(log.Append(pages, kKey, 0, 0, 0, &ext, &ev));
     log.Written(ext);
     ASSERT_LE(ext.page + pages, 64u) << "a block passed the end";
     ASSERT_TRUE(log.Valid(ext.page, ext.gen));
@@ -49,7 +49,7 @@ TEST(FlashLog, NoValidBlockIsEverOverwritten) {
   EXPECT_GT(log.regions_evicted(), 100u);
   FlashLog::Extent ext;
   uint32_t ev;
-  EXPECT_FALSE(log.Append(65, kKey, 0, 0, &ext, &ev)) << "larger than the device";
+  EXPECT_FALSE(log.Append(65, kKey, 0, 0, 0, &ext, &ev)) << "larger than the device";
 }
 
 // Issue 16: erased bytes are free space. A region whose blocks were all released is the
@@ -60,7 +60,7 @@ TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
   uint32_t ev;
   for (int i = 0; i < 64; ++i) {  // four regions of sixteen one-page blocks
     FlashLog::Extent e;
-    ASSERT_TRUE(log.Append(1, kKey, 0, 0, &e, &ev));
+    ASSERT_TRUE(log.Append(1, kKey, 0, 0, 0, &e, &ev));
     log.Written(e);
     blocks.push_back(e);
   }
@@ -72,7 +72,7 @@ TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
   EXPECT_EQ(log.live_pages(victim), 0u);
   EXPECT_EQ(log.used_bytes(), 48u * 4096);
   FlashLog::Extent next;
-  ASSERT_TRUE(log.Append(1, kKey, 0, 0, &next, &ev));
+  ASSERT_TRUE(log.Append(1, kKey, 0, 0, 0, &next, &ev));
   log.Written(next);
   EXPECT_EQ(next.page / 16, victim);
   for (const auto& e : blocks) {
@@ -87,16 +87,16 @@ TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   FlashLog log(8 * 4 * 4096, 4 * 4096);
   FlashLog::Extent a, b;
   uint32_t ev;
-  ASSERT_TRUE(log.Append(10, kKey, 0, 0, &a, &ev));  // a run of three regions
+  ASSERT_TRUE(log.Append(10, kKey, 0, 0, 0, &a, &ev));  // a run of three regions
   log.Written(a);
-  ASSERT_TRUE(log.Append(2, kKey, 0, 0, &b, &ev));  // the rest of the run's last region
+  ASSERT_TRUE(log.Append(2, kKey, 0, 0, 0, &b, &ev));  // the rest of the run's last region
   log.Written(b);
   EXPECT_EQ(b.page, a.page + 10);
   EXPECT_TRUE(log.Valid(a.page, a.gen));
   // Many small blocks, each erased at once: the log turns over the free regions and never
   // takes a's run while a is live.
   for (int i = 0; i < 200; ++i) {
-    ASSERT_TRUE(log.Append(2, kKey, 0, 0, &b, &ev));
+    ASSERT_TRUE(log.Append(2, kKey, 0, 0, 0, &b, &ev));
     log.Written(b);
     EXPECT_FALSE(b.page < a.page + 10 && a.page < b.page + 2) << i;
     log.Release(b.page, b.gen, 2);
@@ -106,7 +106,7 @@ TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   log.Release(a.page, a.gen, 10);
   bool reused = false;
   for (int i = 0; i < 200 && !reused; ++i) {
-    ASSERT_TRUE(log.Append(2, kKey, 0, 0, &b, &ev));
+    ASSERT_TRUE(log.Append(2, kKey, 0, 0, 0, &b, &ev));
     log.Written(b);
     reused = b.page < a.page + 10 && a.page < b.page + 2;
   }
@@ -137,7 +137,7 @@ TEST(FlashLogPersist, SummariesOfManyPagesComeBackAndATornOneDropsItsRegionOnly)
       FlashLog::Extent ext;
       uint32_t ev;
       BlockKey k{i + 1, i * 7 + 1};
-      ASSERT_TRUE(log.Append(1, k, 4000, static_cast<uint32_t>(i), &ext, &ev));
+      ASSERT_TRUE(log.Append(1, k, 4000, static_cast<uint32_t>(i), 0, &ext, &ev));
       log.Written(ext);
       if (i % 100 == 5) {
         log.Release(ext.page, ext.gen, 1);  // erased: must not come back

@@ -53,12 +53,13 @@ struct FlashGeometry {
 
 struct SummaryEntry {
   BlockKey key;
-  uint32_t page = 0;  // first page, relative to the region's start
-  uint32_t size = 0;  // bytes
-  uint32_t crc = 0;   // CRC32C of the value
-  uint32_t flags = 0;
+  uint32_t page = 0;   // first page, relative to the region's start
+  uint32_t size = 0;   // bytes
+  uint32_t crc = 0;    // CRC32C of the value
+  uint32_t flags = 0;  // bit 0: dead; bits 16-31: the block's tenant (PutOptions::tenant)
   static constexpr uint32_t kDead = 1;
   bool dead() const { return flags & kDead; }
+  uint16_t tenant() const { return static_cast<uint16_t>(flags >> 16); }
 };
 static_assert(sizeof(SummaryEntry) == 32);
 

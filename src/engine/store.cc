@@ -126,7 +126,7 @@ std::string StoreStats::ToString() const {
     << gets << ", misses " << misses << ", erases " << erases << "\n";
   o << "demotions " << demotions << ", promotions " << promotions << ", admission drops "
     << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/"
-    << prefetch_requests << "\n";
+    << prefetch_requests << ", quota evictions " << quota_evictions << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
     << "\n";

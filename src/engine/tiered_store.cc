@@ -78,7 +78,13 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
       // is kept free (on the Mooncake trace 5% kept free cost 0.008 of prefix hit ratio).
       free_target_bytes_(device_ ? static_cast<uint64_t>(options.dram_free_target *
                                                          static_cast<double>(options.dram_bytes))
-                                 : 0) {
+                                 : 0),
+      dram_quota_(new std::atomic<uint64_t>[kMaxTenants]),
+      flash_quota_(new std::atomic<uint64_t>[kMaxTenants]) {
+  for (uint32_t t = 0; t < kMaxTenants; ++t) {
+    dram_quota_[t].store(0, std::memory_order_relaxed);
+    flash_quota_[t].store(0, std::memory_order_relaxed);
+  }
   if (device_) flash_ = std::make_unique<FlashLog>(device_.get(), options.region_bytes);
   if (flash_ && options_.admission == Admission::kBudget && options_.flash_writes_per_day > 0) {
     double cap = static_cast<double>(flash_->capacity_bytes());
@@ -139,7 +145,7 @@ void TieredStore::MaybeWakeMover() {
   if (!mover_wanted_.exchange(true, std::memory_order_acq_rel)) mover_cv_.notify_one();
 }
 
-uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
+uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write, uint16_t tenant) {
   // A put evicts until its block fits: a large block needs a contiguous run, which may
   // take many evictions in a DRAM fragmented by small blocks (64 rounds of 32 victims
   // used to give up with NoSpace while flash had room). When nothing can be evicted right
@@ -148,7 +154,7 @@ uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write) {
   constexpr uint64_t kPutWait = 2'000'000'000;  // ns
   uint64_t deadline = 0;
   for (int attempt = 0;; ++attempt) {
-    uint32_t id = dram_->Allocate(size);
+    uint32_t id = dram_->Allocate(size, tenant);
     if (id != kNoRecord) {
       MaybeWakeMover();
       return id;
@@ -215,10 +221,11 @@ void TieredStore::CompactSome(uint32_t want) {
 
 bool TieredStore::CompactRegion() {
   uint32_t region;
-  std::vector<BlockKey> keys;
+  std::vector<FlashLog::Candidate> keys;
   if (!flash_->CompactionCandidate(&region, &keys)) return false;
   struct Move {
     BlockKey key;
+    uint16_t tenant;
     uint32_t page, gen, size, crc;
     std::byte* buf;
     FlashLog::Extent to;
@@ -226,7 +233,7 @@ bool TieredStore::CompactRegion() {
     bool stay;
   };
   std::vector<Move> moves;
-  for (const BlockKey& key : keys) {
+  for (const auto& [key, tenant] : keys) {
     Index::Shard& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
@@ -237,7 +244,8 @@ bool TieredStore::CompactRegion() {
       e->clear_flash();
       continue;
     }
-    moves.push_back({key, e->flash_page(), e->aux, e->size(), e->crc, nullptr, {}, false, false});
+    moves.push_back(
+        {key, tenant, e->flash_page(), e->aux, e->size(), e->crc, nullptr, {}, false, false});
   }
   // Read them all, append them at the head, re-point the entries, then release the old
   // copies (the region becomes empty and reusable).
@@ -261,7 +269,7 @@ bool TieredStore::CompactRegion() {
       continue;
     }
     uint32_t ev = 0;
-    if (m.ok && flash_->Append(Pages(m.size), m.key, m.size, m.crc, &m.to, &ev)) {
+    if (m.ok && flash_->Append(Pages(m.size), m.key, m.size, m.crc, m.tenant, &m.to, &ev)) {
       reqs.push_back(
           {io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf, Pages(m.size) * 4096, {}});
     } else {
@@ -305,6 +313,10 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   if (may_write) CompactSome();
   DramTier::Victim victims[kEvictBatch];
   size_t n = dram_->PickVictims(std::min(max, kEvictBatch), victims);
+  return EvictVictims(victims, n, may_write);
+}
+
+size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_write) {
   struct Write {
     uint32_t id;
     BlockKey key;
@@ -340,6 +352,12 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     bool closing = closing_.load(std::memory_order_relaxed);
     bool write = flash_ && (!clean || rewrite) &&
                  (closing || !(one_hit && options_.admission == Admission::kProbation));
+    // A block larger than its tenant's whole flash quota is not written.
+    uint64_t fq = r.tenant ? flash_quota_[r.tenant].load(std::memory_order_relaxed) : 0;
+    if (write && fq != 0 && uint64_t{r.pages} * 4096 > fq) {
+      write = false;
+      if (!clean) c_.quota_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
     bool refused = !write && flash_ && !clean && one_hit;
     if (write && !may_write) {  // the read path only drops: a dirty block stays
       dram_->Link(id, true);
@@ -392,8 +410,8 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   for (size_t i = 0; i < nw; ++i) {
     Record& r = dram_->rec(writes[i].id);
     uint32_t ev = 0;
-    writes[i].placed =
-        flash_->Append(r.pages, writes[i].key, r.size, writes[i].crc, &writes[i].ext, &ev);
+    writes[i].placed = flash_->Append(r.pages, writes[i].key, r.size, writes[i].crc, r.tenant,
+                                      &writes[i].ext, &ev);
     evicted_regions += ev;
     if (!writes[i].placed) continue;
     reqs[nr++] = {io::IoRequest::Op::kWrite,
@@ -404,8 +422,15 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
   }
   device_->Submit(std::span<io::IoRequest>(reqs, nr));
   size_t ri = 0;
+  uint16_t tenants[kEvictBatch];
+  size_t nt = 0;
   for (size_t i = 0; i < nw; ++i) {
     Write& w = writes[i];
+    uint16_t t = dram_->rec(w.id).tenant;
+    if (t && flash_quota_[t].load(std::memory_order_relaxed) &&
+        std::find(tenants, tenants + nt, t) == tenants + nt) {
+      tenants[nt++] = t;
+    }
     bool ok = false;
     if (w.placed) {
       ok = reqs[ri].status.ok();
@@ -441,12 +466,82 @@ size_t TieredStore::EvictSome(size_t max, bool may_write) {
     ++freed;
   }
   flash_->Persist();  // summaries of regions this batch completed
+  for (size_t i = 0; i < nt; ++i) EnforceFlashQuota(tenants[i]);
   if (evicted_regions > 0) {
     SweepStale(
         static_cast<size_t>(evicted_regions) *
         (index_.Bytes() / sizeof(IndexEntry) / std::max<uint32_t>(1, flash_->region_count()) + 64));
   }
   return freed;
+}
+
+Status TieredStore::MakeTenantRoom(uint16_t tenant, uint32_t size) {
+  uint64_t quota = tenant ? dram_quota_[tenant].load(std::memory_order_relaxed) : 0;
+  if (quota == 0) return Status::Ok();
+  uint64_t need = uint64_t{std::max<uint32_t>(1, Pages(size))} * 4096;
+  if (need > quota) {
+    return Status::NoSpace("a value of " + std::to_string(size) +
+                           " bytes is larger than its tenant's DRAM quota of " +
+                           std::to_string(quota) + " bytes");
+  }
+  // The tenant's own blocks make the room; when all of them are in use (reserved, or
+  // pinned by readers) it waits for them as a put waits for DRAM, up to 2 s.
+  constexpr uint64_t kWait = 2'000'000'000;  // ns
+  uint64_t deadline = 0;
+  while (dram_->tenant_bytes(tenant) + need > quota) {
+    DramTier::Victim victims[kEvictBatch];
+    uint64_t over = dram_->tenant_bytes(tenant) + need - quota;
+    size_t n = dram_->PickTenantVictims(tenant, over, kEvictBatch, victims);
+    size_t freed = n ? EvictVictims(victims, n, /*may_write=*/true) : 0;
+    if (freed > 0) {
+      c_.quota_evictions.fetch_add(freed, std::memory_order_relaxed);
+      continue;
+    }
+    uint64_t now = NowNanos();
+    if (deadline == 0) deadline = now + kWait;
+    if (now > deadline) {
+      return Status::NoSpace("its tenant's DRAM quota of " + std::to_string(quota) +
+                             " bytes is full of blocks in use (reserved, or pinned by readers)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return Status::Ok();
+}
+
+void TieredStore::EnforceFlashQuota(uint16_t tenant) {
+  uint64_t quota = flash_quota_[tenant].load(std::memory_order_relaxed);
+  if (!flash_ || quota == 0) return;
+  uint64_t held = flash_->tenant_bytes(tenant);
+  if (held <= quota) return;
+  std::vector<FlashLog::Located> oldest;
+  flash_->OldestOf(tenant, held - quota, 1024, &oldest);
+  for (const FlashLog::Located& b : oldest) {
+    Index::Shard& shard = index_.ShardFor(b.key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(b.key);
+    bool here = e && e->on_flash() && e->flash_page() == b.page &&
+                (e->in_dram() ? dram_->rec(e->aux).flash_gen : e->aux) == b.gen;
+    flash_->Release(b.page, b.gen, b.pages);
+    if (here && e->in_dram()) {
+      e->clear_flash();  // the DRAM copy stays (written again if it leaves DRAM)
+    } else if (here) {
+      dram_->GhostInsert(e->key, e->uses());
+      shard.Erase(e);
+    }
+    c_.quota_evictions.fetch_add(1, std::memory_order_relaxed);
+  }
+  flash_->Persist();
+}
+
+void TieredStore::SetQuota(uint16_t tenant, const TenantQuota& quota) {
+  if (tenant == 0 || tenant >= kMaxTenants) return;
+  dram_quota_[tenant].store(quota.dram_bytes, std::memory_order_relaxed);
+  flash_quota_[tenant].store(flash_ ? quota.flash_bytes : 0, std::memory_order_relaxed);
+}
+
+TenantUsage TieredStore::Usage(uint16_t tenant) const {
+  if (tenant >= kMaxTenants) return {};
+  return {dram_->tenant_bytes(tenant), flash_ ? flash_->tenant_bytes(tenant) : 0};
 }
 
 void TieredStore::SweepStale(size_t slots) {
@@ -553,7 +648,13 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
   }
   if (key.empty()) return Status::InvalidArgument("the zero key is reserved");
   if (!options.overwrite && HeldAlready(key, size)) return Status::Exists();
-  uint32_t id = AllocateRecord(static_cast<uint32_t>(size), /*may_write=*/true);
+  if (options.tenant >= kMaxTenants) return Status::InvalidArgument("tenant id out of range");
+  s = MakeTenantRoom(options.tenant, static_cast<uint32_t>(size));
+  if (!s.ok()) {
+    c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  uint32_t id = AllocateRecord(static_cast<uint32_t>(size), /*may_write=*/true, options.tenant);
   if (id == kNoRecord) {
     c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
     return Status::NoSpace("DRAM tier full: nothing evictable for 2 s (all pinned by readers)");
@@ -668,7 +769,12 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
   std::vector<size_t> req_of(reads.size(), SIZE_MAX);
   for (size_t i = 0; i < reads.size(); ++i) {
     FlashRead& fr = reads[i];
-    fr.rec = AllocateRecord(fr.size, /*may_write=*/false);
+    // Promoted into DRAM, charged to the block's tenant; a tenant at its DRAM quota reads
+    // its flash blocks without promoting them.
+    uint16_t tenant = flash_->TenantAt(fr.page, fr.gen);
+    fr.rec = OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
+                 ? kNoRecord
+                 : AllocateRecord(fr.size, /*may_write=*/false, tenant);
     if (fr.rec != kNoRecord) {
       fr.buf = dram_->Data(fr.rec);
     } else if (copy_out) {
@@ -977,6 +1083,7 @@ void TieredStore::PutBatch(std::span<PutOp> ops) {
     PutOptions o;
     o.parent = op.parent;
     o.token_ids = op.token_ids;
+    o.tenant = op.tenant;
     op.status = Put(op.key, op.value, o);
   }
 }
@@ -1164,6 +1271,7 @@ StoreStats TieredStore::GetStats() const {
   if (flash_) s.flash_summary_bytes = flash_->summary_bytes();
   s.flash_restored = ld(c_.restored);
   s.flash_regions_dropped = ld(c_.regions_dropped);
+  s.quota_evictions = ld(c_.quota_evictions);
   auto& idx = const_cast<Index&>(index_);
   s.index_entries = idx.Size();
   s.index_bytes = idx.Bytes();

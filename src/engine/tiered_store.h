@@ -69,6 +69,8 @@ class TieredStore final : public Store {
   void Quiesce() override;
   void Clear() override;
   StoreStats GetStats() const override;
+  void SetQuota(uint16_t tenant, const TenantQuota& quota) override;
+  TenantUsage Usage(uint16_t tenant) const override;
   std::vector<HeldBlock> ListBlocks(size_t max) override;
   std::span<std::byte> DramMemory() const override { return dram_->memory(); }
 
@@ -84,7 +86,7 @@ class TieredStore final : public Store {
         dram_hits{0}, flash_hits{0}, dram_bytes_in{0}, dram_bytes_out{0}, dram_evictions{0},
         demotions{0}, promotions{0}, admission_drops{0}, budget_drops{0}, prefetch_requests{0},
         prefetched{0}, crc_failures{0}, io_errors{0}, stale_races{0}, compacted{0}, restored{0},
-        regions_dropped{0};
+        regions_dropped{0}, quota_evictions{0};
   };
   struct FlashRead;
 
@@ -104,9 +106,22 @@ class TieredStore final : public Store {
   // A DRAM record for `size` bytes, evicting as needed. `may_write`: eviction may write
   // dirty blocks to flash (put path); otherwise it only drops (read path). kNoRecord if
   // no room could be made.
-  uint32_t AllocateRecord(uint32_t size, bool may_write);
+  uint32_t AllocateRecord(uint32_t size, bool may_write, uint16_t tenant = 0);
   // Evicts up to `max` victims; returns how many records were freed or queued for freeing.
   size_t EvictSome(size_t max, bool may_write);
+  // Evicts victims picked by the DRAM tier (dropped, or written to flash); returns how
+  // many records were freed or queued for freeing.
+  size_t EvictVictims(DramTier::Victim* victims, size_t n, bool may_write);
+  // Quotas (SetQuota). Before a put of `size` bytes for `tenant`: evicts the tenant's own
+  // coldest DRAM blocks until the put fits its DRAM quota; kNoSpace if it cannot.
+  Status MakeTenantRoom(uint16_t tenant, uint32_t size);
+  // After demotions for `tenant`: releases its oldest flash blocks while it is over its
+  // flash quota.
+  void EnforceFlashQuota(uint16_t tenant);
+  bool OverDramQuota(uint16_t tenant, uint64_t more) const {
+    uint64_t q = tenant ? dram_quota_[tenant].load(std::memory_order_relaxed) : 0;
+    return q != 0 && dram_->tenant_bytes(tenant) + more > q;
+  }
   // REQUIRES: crc is the CRC32C of the reservation's bytes.
   // A two-phase put's commit: the put latency recorded is Reserve's time plus the commit's
   // since t0 (the time the bytes took to arrive between the two is the caller's).
@@ -172,6 +187,8 @@ class TieredStore final : public Store {
   std::unique_ptr<PolicyTuner> tuner_;   // null: the reuse bonus is fixed
   std::unique_ptr<WriteBudget> budget_;  // null: flash writes unlimited
   const uint64_t free_target_bytes_;
+  // kMaxTenants each: bytes allowed (0: no limit).
+  std::unique_ptr<std::atomic<uint64_t>[]> dram_quota_, flash_quota_;
 
   mutable Counters c_;
   Histogram put_hist_, get_dram_hist_, get_flash_hist_;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <variant>
 #include <vector>
 
@@ -528,14 +529,18 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
         auto* n = std::get_if<long long>(&*value);
         if (!n || *n < 0 || *n > (1 << 20)) return fail("max_connections: an integer 0..1048576");
         tenant->max_connections = static_cast<uint32_t>(*n);
+      } else if (key == "dram_quota" || key == "flash_quota") {
+        auto n = AsSize(*value);
+        if (!n.ok()) return fail(key + ": " + std::string(n.status().message()));
+        (key == "dram_quota" ? tenant->dram_quota : tenant->flash_quota) = *n;
       } else if (key == "encryption_key_file" || key == "encryption_key_command") {
         auto s = AsString(*value);
         if (!s.ok()) return fail(key + ": " + std::string(s.status().message()));
         (key == "encryption_key_file" ? tenant->key_file : tenant->key_command) = *s;
       } else {
         return fail("unknown tenant key '" + key +
-                    "' (name, token, namespaces, max_connections, encryption_key_file, "
-                    "encryption_key_command)");
+                    "' (name, token, namespaces, max_connections, dram_quota, flash_quota, "
+                    "encryption_key_file, encryption_key_command)");
       }
       continue;
     }
@@ -546,8 +551,18 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
     }
     if (settings) (*settings)[it->first] = std::string(Trim(line.substr(eq + 1)));
   }
+  std::set<std::string_view> names;
   for (const Tenant& t : config->server.tenants) {
     if (t.token.empty()) return Status::InvalidArgument("config: a [[tenant]] without a token");
+    if (!names.insert(t.name).second) {
+      return Status::InvalidArgument("config: two tenants named '" + t.name +
+                                     "' (names tell tenants' figures and quotas apart)");
+    }
+    if ((t.dram_quota && t.dram_quota < 64 * 1024) ||
+        (t.flash_quota && t.flash_quota < 64 * 1024)) {
+      return Status::InvalidArgument("config: tenant '" + t.name +
+                                     "': a quota is at least 64KiB (0 or absent: none)");
+    }
     if (t.namespaces.empty()) {
       return Status::InvalidArgument("config: tenant '" + t.name + "' has no namespaces");
     }

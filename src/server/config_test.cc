@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "common/units.h"
 #include "server/resp_parser.h"
 #include "server/tenants.h"
@@ -121,6 +124,45 @@ TEST(Units, ParseAndFormatSizes) {
   EXPECT_FALSE(ParseSize("").ok());
   EXPECT_FALSE(ParseSize("1e30").ok());
   EXPECT_EQ(FormatSize(64 * kKiB), "64.0 KiB");
+}
+
+TEST(Tenants, QuotasParseAndIdsDependOnNamesOnly) {
+  DaemonConfig c;
+  ASSERT_TRUE(ApplyToml("[[tenant]]\nname = \"a\"\ntoken = \"t\"\nnamespaces = [\"a\"]\n"
+                        "dram_quota = \"2GiB\"\nflash_quota = 68719476736\n",
+                        &c)
+                  .ok());
+  ASSERT_EQ(c.server.tenants.size(), 1u);
+  EXPECT_EQ(c.server.tenants[0].dram_quota, 2 * kGiB);
+  EXPECT_EQ(c.server.tenants[0].flash_quota, 64 * kGiB);
+  auto err = [](const std::string& toml) {
+    DaemonConfig d;
+    Status s = ApplyToml(toml, &d);
+    return s.ok() ? std::string("accepted") : std::string(s.message());
+  };
+  const std::string head = "[[tenant]]\nname = \"a\"\ntoken = \"t\"\nnamespaces = [\"a\"]\n";
+  EXPECT_NE(err(head + "dram_quota = \"lots\"\n").find("dram_quota"), std::string::npos);
+  EXPECT_NE(err(head + "flash_quota = 100\n").find("at least 64KiB"), std::string::npos);
+  EXPECT_NE(err(head + head).find("two tenants named 'a'"), std::string::npos);
+  // Ids: non-zero, distinct, and the same whatever order the tenants are listed in.
+  std::vector<Tenant> list;
+  for (int i = 0; i < 300; ++i) list.push_back(Tenant{"t" + std::to_string(i), "s", {"n"}});
+  Tenants forward(list);
+  std::reverse(list.begin(), list.end());
+  Tenants backward(list);
+  std::set<uint16_t> ids;
+  for (const Tenant& t : forward.list()) {
+    EXPECT_GT(t.id, 0);
+    EXPECT_LT(t.id, kMaxTenants);
+    ids.insert(t.id);
+    for (const Tenant& u : backward.list()) {
+      if (u.name == t.name) EXPECT_EQ(u.id, t.id) << t.name;
+    }
+  }
+  EXPECT_EQ(ids.size(), 300u);
+  uint16_t id = 0;
+  EXPECT_TRUE(forward.Authorize("s", "n", nullptr, nullptr, nullptr, &id).ok());
+  EXPECT_NE(id, 0);
 }
 
 TEST(Tenants, TokensOpenOnlyTheirNamespaces) {

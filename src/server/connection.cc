@@ -105,11 +105,34 @@ std::string Connection::TenantStatsText() const {
          ", requests " + r(&TenantCounters::requests) + ", gets " + r(&TenantCounters::gets) +
          ", hits " + r(&TenantCounters::hits) + ", puts " + r(&TenantCounters::puts) +
          ", bytes in " + r(&TenantCounters::bytes_in) + ", bytes out " +
-         r(&TenantCounters::bytes_out) + "\n";
+         r(&TenantCounters::bytes_out) + "\n" + TenantUsageText();
 }
 
-Result<Reservation> Connection::ReserveValue(const BlockKey& key, size_t len,
-                                             const PutOptions& options) {
+void Connection::TenantHolding(TenantUsage* u, TenantQuota* q) const {
+  *u = {};
+  *q = {};
+  if (tenant_id_ == 0) return;
+  *u = server_.store()->Usage(tenant_id_);
+  for (const Tenant& t : server_.tenants()->list()) {
+    if (t.id == tenant_id_) *q = {t.dram_quota, t.flash_quota};
+  }
+}
+
+std::string Connection::TenantUsageText() const {
+  if (tenant_id_ == 0) return {};
+  TenantUsage u;
+  TenantQuota q;
+  TenantHolding(&u, &q);
+  auto of = [](uint64_t quota) {
+    return quota ? " of quota " + std::to_string(quota) : std::string(" (no quota)");
+  };
+  return "tenant " + tenant_name_ + " holds: dram " + std::to_string(u.dram_bytes) + " bytes" +
+         of(q.dram_bytes) + ", flash " + std::to_string(u.flash_bytes) + " bytes" +
+         of(q.flash_bytes) + "\n";
+}
+
+Result<Reservation> Connection::ReserveValue(const BlockKey& key, size_t len, PutOptions options) {
+  options.tenant = tenant_id_;
   if (!seal_keys_) return server_.store()->Reserve(key, len, options);
   if (seal_keys_->shredded())
     return Status::Refused("this tenant's encryption keys have been removed");

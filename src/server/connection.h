@@ -147,13 +147,18 @@ class Connection {
   // ReserveValue reserves a put of `len` value bytes: for a sealed tenant the value and
   // the seal around it (kRefused once its keys are shredded); the value goes at
   // value_offset() in it.
-  Result<Reservation> ReserveValue(const BlockKey& key, size_t len, const PutOptions& options);
+  Result<Reservation> ReserveValue(const BlockKey& key, size_t len, PutOptions options);
   size_t value_offset() const { return seal_keys_ ? kSealPrefix : 0; }
   Status SealReserved(const BlockKey& stored_key, uint32_t crc, bool checksummed,
                       Reservation reservation);
   Result<std::span<const std::byte>> OpenSealed(const BlockKey& stored_key,
                                                 std::span<const std::byte> stored, uint32_t* crc);
   std::shared_ptr<const TenantKeys> seal_keys_;
+  uint16_t tenant_id_ = 0;  // the store's id of the connection's tenant (PutOptions::tenant)
+  // What the tenant holds in the store, and its quotas (zeros with no tenant); as a line of
+  // STAT ("" with no tenant).
+  void TenantHolding(TenantUsage* usage, TenantQuota* quota) const;
+  std::string TenantUsageText() const;
 
   // Per-tenant counts (server/tenant_stats.h): CountAs once the connection authenticated;
   // the rest add to the reactor's counters and, from then on, to the tenant's.

@@ -77,6 +77,14 @@ void RenderTenants(Writer& w, const std::vector<TenantSnapshot>& tenants) {
        &TenantSnapshot::bytes_in},
       {"kvpool_tenant_sent_bytes_total", "counter", "Bytes sent to a tenant's clients.",
        &TenantSnapshot::bytes_out},
+      {"kvpool_tenant_dram_bytes", "gauge", "DRAM held by a tenant's blocks.",
+       &TenantSnapshot::dram_bytes},
+      {"kvpool_tenant_flash_bytes", "gauge", "Flash held by a tenant's live blocks.",
+       &TenantSnapshot::flash_bytes},
+      {"kvpool_tenant_dram_quota_bytes", "gauge", "A tenant's DRAM quota (0: none).",
+       &TenantSnapshot::dram_quota},
+      {"kvpool_tenant_flash_quota_bytes", "gauge", "A tenant's flash quota (0: none).",
+       &TenantSnapshot::flash_quota},
   };
   for (const Field& f : kFields) {
     w.Family(f.name, f.type, f.help);
@@ -131,6 +139,8 @@ std::string RenderMetrics(const NodeStats& node) {
         "Blocks leaving DRAM that flash admission refused.", D(s.admission_drops));
   w.One("kvpool_write_budget_drops_total", "counter",
         "Of those, refused by the flash write budget.", D(s.budget_drops));
+  w.One("kvpool_quota_evictions_total", "counter",
+        "Blocks a tenant's quota pushed out of DRAM or off flash.", D(s.quota_evictions));
   w.Family("kvpool_tier_in_bytes_total", "counter",
            "Bytes into a tier (DRAM: blocks put; flash: written to the device).");
   w.Sample("kvpool_tier_in_bytes_total", "tier=\"dram\"", D(s.dram.bytes_written));

@@ -296,7 +296,7 @@ void NativeConnection::DoHello(std::span<const std::byte> meta) {
     tenant = "peer";
     peer_ = auth.ok();
   } else {
-    auth = tenants->Authorize(hello->token, hello->ns, &tenant, &cap, &seal_keys_);
+    auth = tenants->Authorize(hello->token, hello->ns, &tenant, &cap, &seal_keys_, &tenant_id_);
   }
   if (!auth.ok()) {
     ++counters_.auth_failures;

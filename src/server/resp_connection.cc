@@ -245,7 +245,9 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     std::string tenant;
     uint32_t cap = 0;
     std::shared_ptr<const TenantKeys> keys;
-    Status s = tenants->Authorize(token, server_.options().resp_namespace, &tenant, &cap, &keys);
+    uint16_t id = 0;
+    Status s =
+        tenants->Authorize(token, server_.options().resp_namespace, &tenant, &cap, &keys, &id);
     if (tenants->open()) {
       ReplyError("ERR AUTH called without any password configured");
     } else if (s.ok() && !CountAs(server_.tenant_stats().For(tenant), cap)) {
@@ -254,6 +256,7 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
       authed_ = true;
       tenant_name_ = tenant;
       seal_keys_ = std::move(keys);
+      tenant_id_ = id;
       Reply("+OK\r\n");
     } else {
       ++counters_.auth_failures;
@@ -354,6 +357,9 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
       Reply("+OK\r\n");
     } else if (s.code() == Code::kExists) {
       Reply("$-1\r\n");
+    } else if (s.code() ==
+               Code::kNoSpace) {  // as Redis over maxmemory (redis-py: OutOfMemoryError)
+      ReplyError("OOM " + std::string(s.message()));
     } else {
       ReplyError("ERR " + s.ToString());
     }
@@ -404,10 +410,16 @@ bool RespConnection::Execute(const std::vector<std::string_view>& args) {
     };
     uint64_t gets = tenant_->gets.load(std::memory_order_relaxed);
     uint64_t hits = tenant_->hits.load(std::memory_order_relaxed);
+    TenantUsage u;
+    TenantQuota q;
+    TenantHolding(&u, &q);
     ReplyBulk(
         "# Server\r\nredis_version:7.0.0\r\nkvpool_version:0.1.0\r\n"
         "redis_mode:standalone\r\n\r\n# Clients\r\nconnected_clients:" +
-        r(tenant_->connections) + "\r\n\r\n# Stats\r\nkvpool_tenant:" + tenant_name_ +
+        r(tenant_->connections) + "\r\n\r\n# Memory\r\nused_memory:" +
+        std::to_string(u.dram_bytes) + "\r\nmaxmemory:" + std::to_string(q.dram_bytes) +
+        "\r\nkvpool_flash_bytes:" + std::to_string(u.flash_bytes) + "\r\nkvpool_flash_quota:" +
+        std::to_string(q.flash_bytes) + "\r\n\r\n# Stats\r\nkvpool_tenant:" + tenant_name_ +
         "\r\ntotal_commands_processed:" + r(tenant_->requests) +
         "\r\nkeyspace_hits:" + std::to_string(hits) +
         "\r\nkeyspace_misses:" + std::to_string(gets - std::min(gets, hits)) +

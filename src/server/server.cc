@@ -345,6 +345,10 @@ Server::Server(const ServerOptions& options, Store* store)
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
   std::unique_ptr<Server> s(new Server(options, store));
+  {
+    std::lock_guard lock(s->tenants_mu_);
+    s->ApplyQuotasLocked();
+  }
   if (Status t = s->ReloadTls(); !t.ok()) return t;
   if (!options.listen.empty()) {
     auto a = net::ParseAddress(options.listen);
@@ -436,6 +440,34 @@ void Server::SetTenants(std::vector<Tenant> tenants) {
   auto next = std::make_shared<const Tenants>(std::move(tenants));
   std::lock_guard lock(tenants_mu_);
   tenants_ = std::move(next);
+  ApplyQuotasLocked();
+}
+
+void Server::ApplyQuotasLocked() {
+  if (!store_) return;
+  for (uint16_t id : quota_ids_) store_->SetQuota(id, {});
+  quota_ids_.clear();
+  for (const Tenant& t : tenants_->list()) {
+    if (t.id == 0 || (t.dram_quota == 0 && t.flash_quota == 0)) continue;
+    store_->SetQuota(t.id, {t.dram_quota, t.flash_quota});
+    quota_ids_.push_back(t.id);
+  }
+}
+
+std::vector<TenantSnapshot> Server::TenantSnapshots() const {
+  std::vector<TenantSnapshot> out = tenant_stats_.Snapshot();
+  std::shared_ptr<const Tenants> now = tenants();
+  for (TenantSnapshot& s : out) {
+    for (const Tenant& t : now->list()) {
+      if (t.name != s.name || t.id == 0) continue;
+      TenantUsage u = store_ ? store_->Usage(t.id) : TenantUsage{};
+      s.dram_bytes = u.dram_bytes;
+      s.flash_bytes = u.flash_bytes;
+      s.dram_quota = t.dram_quota;
+      s.flash_quota = t.flash_quota;
+    }
+  }
+  return out;
 }
 
 ServerStats Server::GetStats() const {

@@ -119,7 +119,10 @@ class Server {
   // AUTH; a reload (SetTenants, on SIGHUP) applies to those that come after. An
   // authenticated connection keeps its access (as a changed Unix group does).
   std::shared_ptr<const Tenants> tenants() const;
+  // Also sets the store's quotas for them (Store::SetQuota; a tenant gone has none).
   void SetTenants(std::vector<Tenant> tenants);
+  // Per-tenant counters with what each tenant holds in the store and its quotas.
+  std::vector<TenantSnapshot> TenantSnapshots() const;
   // The TLS context new connections get (null: plain). ReloadTls reads options().tls's
   // files again (SIGHUP: renewed certificates); on an error the old context stays.
   std::shared_ptr<const net::TlsContext> tls() const;
@@ -139,6 +142,8 @@ class Server {
   mutable std::mutex tenants_mu_;
   std::shared_ptr<const Tenants> tenants_;      // GUARDED_BY(tenants_mu_)
   std::shared_ptr<const net::TlsContext> tls_;  // GUARDED_BY(tenants_mu_)
+  std::vector<uint16_t> quota_ids_;             // GUARDED_BY(tenants_mu_): quotas set
+  void ApplyQuotasLocked();                     // REQUIRES(tenants_mu_)
   TenantStats tenant_stats_;
   net::Fd tcp_, resp_, unix_;
   uint16_t port_ = 0, resp_port_ = 0;

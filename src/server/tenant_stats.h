@@ -31,6 +31,8 @@ struct TenantSnapshot {
   std::string name;
   uint64_t connections = 0, requests = 0, gets = 0, hits = 0, puts = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
+  // What it holds in the store, and its quotas (0: none): Server::TenantSnapshots.
+  uint64_t dram_bytes = 0, flash_bytes = 0, dram_quota = 0, flash_quota = 0;
 };
 
 class TenantStats {

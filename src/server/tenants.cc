@@ -1,6 +1,9 @@
 #include "server/tenants.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "kvpool/store.h"
 
 namespace kvpool::server {
 namespace {
@@ -32,12 +35,35 @@ Status LoadTenantKeys(std::vector<Tenant>& tenants) {
   return Status::Ok();
 }
 
+Tenants::Tenants(std::vector<Tenant> tenants) : tenants_(std::move(tenants)) {
+  // An id from the name's hash (FNV-1a), the next free one on a clash, names taken in
+  // order: the same names give the same ids on every start, whatever order the config
+  // lists them in.
+  std::vector<Tenant*> by_name;
+  for (Tenant& t : tenants_) by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(),
+            [](const Tenant* a, const Tenant* b) { return a->name < b->name; });
+  std::vector<bool> taken(kMaxTenants, false);
+  taken[0] = true;
+  size_t assigned = 0;
+  for (Tenant* t : by_name) {
+    if (++assigned >= kMaxTenants) break;  // beyond that many tenants: not accounted
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : t->name) h = (h ^ c) * 1099511628211ull;
+    uint32_t id = 1 + static_cast<uint32_t>(h % (kMaxTenants - 1));
+    while (taken[id]) id = id + 1 == kMaxTenants ? 1 : id + 1;
+    taken[id] = true;
+    t->id = static_cast<uint16_t>(id);
+  }
+}
+
 Status Tenants::Authorize(std::string_view token, std::string_view ns, std::string* tenant,
-                          uint32_t* max_connections,
-                          std::shared_ptr<const TenantKeys>* keys) const {
+                          uint32_t* max_connections, std::shared_ptr<const TenantKeys>* keys,
+                          uint16_t* id) const {
   if (tenant) tenant->clear();
   if (max_connections) *max_connections = 0;
   if (keys) keys->reset();
+  if (id) *id = 0;
   if (open()) return Status::Ok();
   for (const Tenant& t : tenants_) {
     if (!SameToken(t.token, token)) continue;
@@ -46,6 +72,7 @@ Status Tenants::Authorize(std::string_view token, std::string_view ns, std::stri
       if (tenant) *tenant = t.name;
       if (max_connections) *max_connections = t.max_connections;
       if (keys) *keys = t.keys;
+      if (id) *id = t.id;
       return Status::Ok();
     }
     return Status::Refused("namespace '" + std::string(ns) + "' is not open to this token");

@@ -25,6 +25,11 @@ struct Tenant {
   // Namespaces this tenant may open: exact names, or a prefix ending in '*'.
   std::vector<std::string> namespaces;
   uint32_t max_connections = 0;  // open at once, on this node; 0: no cap of its own
+  // Bytes of the store it may hold in each tier on this node (Store::SetQuota); 0: none.
+  uint64_t dram_quota = 0, flash_quota = 0;
+  // The store's id for it (PutOptions::tenant): set by Tenants from the name, the same on
+  // every start for the same set of names (flash blocks carry it across restarts).
+  uint16_t id = 0;
   // Encryption at rest (server/sealer.h): where the tenant's keys come from, at most one.
   std::string key_file, key_command;
   std::shared_ptr<const TenantKeys> keys;  // loaded by LoadTenantKeys; null: not sealed
@@ -37,16 +42,19 @@ Status LoadTenantKeys(std::vector<Tenant>& tenants);
 class Tenants {
  public:
   Tenants() = default;
-  explicit Tenants(std::vector<Tenant> tenants) : tenants_(std::move(tenants)) {}
+  // Assigns each tenant its id.
+  explicit Tenants(std::vector<Tenant> tenants);
   // With no tenants configured every namespace is open and tokens are ignored.
   bool open() const { return tenants_.empty(); }
   // OK, or kRefused with a message that names neither the token nor other tenants. On OK
   // `*tenant` (if given) is the tenant's name ("" on an open node) and `*max_connections`
   // its connection cap (0: none).
   // `*keys` (if given): the tenant's encryption keys (null: its blocks are not sealed).
+  // `*id` (if given): its id in the store (0 on an open node).
   Status Authorize(std::string_view token, std::string_view ns, std::string* tenant = nullptr,
                    uint32_t* max_connections = nullptr,
-                   std::shared_ptr<const TenantKeys>* keys = nullptr) const;
+                   std::shared_ptr<const TenantKeys>* keys = nullptr, uint16_t* id = nullptr) const;
+  const std::vector<Tenant>& list() const { return tenants_; }
 
  private:
   std::vector<Tenant> tenants_;
