@@ -56,5 +56,6 @@ build/kvpool replay --quiet --requests 1500 --flash build/replay-smoke.img >/dev
 build/kvpool bench --quick --work-dir build/net-bench --json build/net-bench-smoke.json >build/net-bench.log \
   || { cat build/net-bench.log; exit 1; }
 if grep -q "error:" build/net-bench.log; then cat build/net-bench.log; exit 1; fi
+build/kvpool_tenant_bench --rounds 1 --ops 20000 --json build/tenant-bench-smoke.json >/dev/null
 rm -f build/bench-flash.img build/replay-smoke.img
 echo "all tests passed"
