@@ -334,6 +334,43 @@ class KvEvents(EventsCase):
             Kvpoold(KVPOOLD, resp=False, extra=("--kv-events", "bogus://x"))
 
 
+class TenantEvents(EventsCase):
+    def test_each_tenant_hears_only_its_own_blocks(self):
+        node, ea, eb = ("ipc://%s/%s" % (self.ipc, n) for n in ("node", "a", "b"))
+        conf = os.path.join(self.ipc, "k.toml")
+        with open(conf, "w") as f:
+            f.write('[[tenant]]\nname = "a"\ntoken = "ta"\nnamespaces = ["a"]\n'
+                    'kv_events_endpoint = "%s"\n\n'
+                    '[[tenant]]\nname = "b"\ntoken = "tb"\nnamespaces = ["b"]\n'
+                    'kv_events_endpoint = "%s"\n' % (ea, eb))
+        d = self.start("--config", conf, "--kv-events", node)
+        subs = {n: self.subscriber(ep) for n, ep in (("node", node), ("a", ea), ("b", eb))}
+        ca = kvpool.Client(d.address, namespace="a", token="ta")
+        cb = kvpool.Client(d.address, namespace="b", token="tb")
+        warm_a = self.connect_and_warm(d, subs["a"], ca)
+        warm_b = self.connect_and_warm(d, subs["b"], cb)
+        for s in subs.values():
+            s.poll(0.3)
+            s.batches.clear()
+        names = ["blk-%d" % i for i in range(20)]
+        for n in names:
+            self.assertEqual(ca.put(n, b"a" * 1000), "OK")
+            self.assertEqual(cb.put(n, b"b" * 1000), "OK")
+        self.assertTrue(ca.erase(names[0]) and cb.erase(names[1]))
+        for s in subs.values():
+            s.poll(1.0)
+        pool = {t: [kvpool.pool_key(t, kvpool.Key.from_bytes(n.encode())).lo for n in names]
+                for t in ("a", "b")}
+        for t in ("a", "b"):
+            stored = [h for ev in subs[t].events("BlockStored") for h in ev[1]]
+            removed = [h for ev in subs[t].events("BlockRemoved") for h in ev[1]]
+            self.assertEqual(sorted(stored), sorted(pool[t]), t)
+            self.assertEqual(removed, [pool[t][0 if t == "a" else 1]], t)
+        # The node's endpoint carries blocks of no tenant: none of these.
+        self.assertEqual(subs["node"].events("BlockStored"), [])
+        self.assertEqual(subs["node"].events("BlockRemoved"), [])
+
+
 class RouterDecoders(EventsCase):
     """Every batch kvpoold publishes, through each router's decoding rules."""
 

@@ -125,6 +125,9 @@ config file settings (TOML; sizes as integers or strings like "16MiB"):
               dram_quota = "4GiB", flash_quota = "64GiB" (optional: the most of
               this node's store its blocks may hold; at a quota its own coldest
               blocks leave, never another tenant's; a put that cannot fit fails),
+              kv_events_endpoint = "tcp://*:5560" (optional: KV events of its
+              blocks, and only its, go there; with tenants --kv-events carries
+              blocks of no tenant unless events.all_tenants = true; read at start),
               encryption_key_file = "/etc/kvpool/a.keys" (optional, mode 0600:
               "<version> <64 hex>" lines) or encryption_key_command = "..." (a KMS
               hook printing that list): its values are sealed with AES-256-GCM
@@ -595,12 +598,23 @@ int main(int argc, char** argv) {
   }
   // The publisher outlives the store: the store reports to it until it is closed.
   std::unique_ptr<kvpool::server::KvEventPublisher> events;
-  if (!c.events.endpoint.empty()) {
+  kvpool::server::AssignTenantIds(c.server.tenants);
+  for (const kvpool::server::Tenant& t : c.server.tenants) {
+    if (!t.kv_events_endpoint.empty()) {
+      c.events.tenant_endpoints.emplace_back(t.id, t.kv_events_endpoint);
+    }
+  }
+  if (!c.events.endpoint.empty() || !c.events.tenant_endpoints.empty()) {
     auto pub = kvpool::server::KvEventPublisher::Start(c.events);
     if (!pub.ok()) return Fail(pub.status().ToString());
     events = std::move(pub).value();
     c.store.listener = events.get();
-    Log("kv events: publishing on " + c.events.endpoint +
+    std::string where = c.events.endpoint.empty() ? "" : " on " + c.events.endpoint;
+    if (!c.events.tenant_endpoints.empty()) {
+      where += " (" + std::to_string(c.events.tenant_endpoints.size()) +
+               " tenants on their own endpoints)";
+    }
+    Log("kv events: publishing" + where +
         (c.events.replay_endpoint.empty() ? "" : ", replay on " + c.events.replay_endpoint));
   } else if (!c.events.replay_endpoint.empty()) {
     return Fail("--kv-events-replay needs --kv-events");

@@ -82,14 +82,17 @@ struct KeyOp {
 // be quick (queue and return) and must not call back into the store. A block is removed
 // when it leaves the store entirely (erased, evicted from the last tier, replaced, failed
 // verification); moving between DRAM and flash is not an event. A block lost with an
-// evicted flash region is reported when the store next sweeps or looks it up.
+// evicted flash region is reported once the writes that took the region are done.
+// `tenant` is the block's (PutOptions::tenant; 0: none), for publishing each tenant's
+// events to it alone; 0 also for the rare removal the background sweep finds, whose
+// tenant is no longer known.
 class StoreListener {
  public:
   virtual ~StoreListener() = default;
   // token_ids: the put's (PutOptions::token_ids), empty when the writer gave none.
   virtual void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size,
-                        std::span<const uint32_t> token_ids) = 0;
-  virtual void OnRemoved(const BlockKey& key) = 0;
+                        std::span<const uint32_t> token_ids, uint16_t tenant) = 0;
+  virtual void OnRemoved(const BlockKey& key, uint16_t tenant) = 0;
 };
 
 class Store;

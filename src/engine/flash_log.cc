@@ -236,7 +236,16 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
   return Status::Ok();
 }
 
-void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted) {
+void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector<Located>* lost) {
+  if (lost) {
+    uint32_t gen = gens_[region].load(std::memory_order_relaxed);
+    for (const Slot& s : slots_[region]) {
+      if (!s.dead) {
+        lost->push_back({s.key, region * pages_per_region_ + s.page, gen,
+                         static_cast<uint32_t>((uint64_t{s.size} + 4095) / 4096), s.tenant});
+      }
+    }
+  }
   // Bump before any new data is written: a reader that sees the old generation after its
   // read finished knows no overwrite had started.
   gens_[region].fetch_add(1, std::memory_order_acq_rel);
@@ -317,7 +326,8 @@ void FlashLog::ChargeLocked(const Slot& s, bool add) {
 }
 
 bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc,
-                      uint16_t tenant, Extent* out, uint32_t* regions_evicted) {
+                      uint16_t tenant, Extent* out, uint32_t* regions_evicted,
+                      std::vector<Located>* lost) {
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;
@@ -334,7 +344,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
       if (s + k > regions_) s = 0;
       for (uint32_t r = s; r < s + k; ++r) {
         if (from_[r] != kNone && from_[r] != s) {
-          EnterRegionLocked(from_[r], regions_evicted);
+          EnterRegionLocked(from_[r], regions_evicted, lost);
           entered_[from_[r]] = ++enter_seq_;
         }
       }
@@ -342,7 +352,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
     // A run shares one entry sequence: its regions are one unit on the device.
     ++enter_seq_;
     for (uint32_t r = s; r < s + k; ++r) {
-      EnterRegionLocked(r, regions_evicted);
+      EnterRegionLocked(r, regions_evicted, lost);
       entered_[r] = enter_seq_;
     }
     started_ = true;
@@ -500,7 +510,7 @@ uint16_t FlashLog::TenantAt(uint32_t page, uint32_t gen) const {
   uint32_t off = page - region * pages_per_region_;
   auto it = std::lower_bound(sl.begin(), sl.end(), off,
                              [](const Slot& s, uint32_t p) { return s.page < p; });
-  return it == sl.end() || it->page != off || it->dead ? 0 : it->tenant;
+  return it == sl.end() || it->page != off ? 0 : it->tenant;
 }
 
 void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
@@ -518,8 +528,8 @@ void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
     for (const Slot& s : slots_[r]) {
       if (s.dead || s.tenant != tenant) continue;
       uint32_t pages = (s.size + 4095) / 4096;
-      out->push_back(
-          {s.key, r * pages_per_region_ + s.page, gens_[r].load(std::memory_order_relaxed), pages});
+      out->push_back({s.key, r * pages_per_region_ + s.page,
+                      gens_[r].load(std::memory_order_relaxed), pages, s.tenant});
       found += uint64_t{pages} * 4096;
       if (found >= bytes || out->size() >= max) return;
     }

@@ -78,9 +78,15 @@ class FlashLog {
   // device at all. `*regions_evicted` counts regions this call evicted. The block (key,
   // size, CRC) enters its region's summary. Every successful Append must be followed by
   // Written once the data write is over (failed or not: a failed one is Released first).
-  // The block's pages are charged to `tenant` while it is live.
+  // The block's pages are charged to `tenant` while it is live. `lost` (optional) gets the
+  // live blocks of the regions this call evicted (their index entries are now stale).
+  struct Located {
+    BlockKey key;
+    uint32_t page = 0, gen = 0, pages = 0;
+    uint16_t tenant = 0;
+  };
   bool Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32_t crc, uint16_t tenant,
-              Extent* out, uint32_t* regions_evicted);
+              Extent* out, uint32_t* regions_evicted, std::vector<Located>* lost = nullptr);
   void Written(const Extent& ext);
   bool Valid(uint32_t page, uint32_t gen) const {
     return gens_[page / pages_per_region_].load(std::memory_order_acquire) == gen;
@@ -113,15 +119,12 @@ class FlashLog {
   uint64_t tenant_bytes(uint16_t tenant) const {
     return tenant_pages_[tenant].load(std::memory_order_relaxed) * 4096;
   }
-  // The tenant of the live block at (page, gen); 0 if none is there.
+  // The tenant of the block at (page, gen), live or released; 0 if its region was taken
+  // since.
   uint16_t TenantAt(uint32_t page, uint32_t gen) const;
   // `tenant`'s oldest live blocks (oldest region first) until they hold `bytes`, at most
   // `max` of them: quota eviction's candidates. The caller releases each (or its index
   // entry no longer names it: then Release it directly).
-  struct Located {
-    BlockKey key;
-    uint32_t page = 0, gen = 0, pages = 0;
-  };
   void OldestOf(uint16_t tenant, uint64_t bytes, size_t max, std::vector<Located>* out) const;
   // Live pages in `region` (tests).
   uint64_t live_pages(uint32_t region) const;
@@ -151,7 +154,7 @@ class FlashLog {
   FlashLog(io::Device* device, const FlashGeometry& geo);
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
   // invalidates its summary on the device if one is valid there.
-  void EnterRegionLocked(uint32_t region, uint32_t* evicted);
+  void EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector<Located>* lost = nullptr);
   bool InHeadLocked(uint32_t r) const { return started_ && head_first_ <= r && r <= head_region_; }
   // A sealed region whose summary is behind: queued for Persist.
   void MaybePendingLocked(uint32_t r);

@@ -58,8 +58,13 @@ IndexEntry* Index::Shard::Insert(const BlockKey& key) {
   }
 }
 
-void Index::Shard::Erase(IndexEntry* entry) {
-  if (listener_) listener_->OnRemoved(entry->key);
+void Index::Shard::Erase(IndexEntry* entry, int tenant) {
+  if (listener_) {
+    uint16_t t = tenant >= 0                 ? static_cast<uint16_t>(tenant)
+                 : tenant_of_ && *tenant_of_ ? (*tenant_of_)(*entry)
+                                             : 0;
+    listener_->OnRemoved(entry->key, t);
+  }
   size_t hole = static_cast<size_t>(entry - slots_);
   // Backward-shift: pull later members of the probe run into the hole so that lookups
   // never need tombstones.

@@ -65,7 +65,9 @@ class Index {
     void Prefetch(const BlockKey& key) const { __builtin_prefetch(slots_ + Home(key.lo)); }
     // REQUIRES: mu held, key absent. Returns the new entry (key set, rest zero).
     IndexEntry* Insert(const BlockKey& key);
-    void Erase(IndexEntry* entry);
+    // Removes the entry, telling the listener with `tenant`, or (negative) the tenant the
+    // index's resolver finds for it.
+    void Erase(IndexEntry* entry, int tenant = -1);
     size_t size() const { return size_; }
     size_t capacity() const { return capacity_; }
     // Erases entries for which `stale` is true among slots [begin, begin + n); returns
@@ -77,6 +79,7 @@ class Index {
    private:
     friend class Index;
     StoreListener* listener_ = nullptr;  // told of every erased key
+    const std::function<uint16_t(const IndexEntry&)>* tenant_of_ = nullptr;
     void Grow();
     // The table: a slice of the index's first mapping until the shard grows, then a
     // mapping of its own (table_). Fresh anonymous memory is zero: every slot empty.
@@ -101,9 +104,14 @@ class Index {
     return ((key.hi * 0xC2B2AE3D27D4EB4Full) >> 40) & shard_mask_;
   }
   unsigned shard_count() const { return static_cast<unsigned>(shards_.size()); }
-  // Every Erase is reported to `listener` (may be null). Call before concurrent use.
-  void set_listener(StoreListener* listener) {
-    for (auto& s : shards_) s->listener_ = listener;
+  // Every Erase is reported to `listener` (may be null), with the tenant `tenant_of` finds
+  // for the entry (it runs under the shard lock). Call before concurrent use.
+  void set_listener(StoreListener* listener, std::function<uint16_t(const IndexEntry&)> tenant_of) {
+    tenant_of_ = std::move(tenant_of);
+    for (auto& s : shards_) {
+      s->listener_ = listener;
+      s->tenant_of_ = &tenant_of_;
+    }
   }
   Shard& shard(unsigned i) { return *shards_[i]; }
   // Totals over all shards (locks each in turn).
@@ -117,6 +125,7 @@ class Index {
   std::unique_ptr<mem::Arena> first_tables_;
   std::vector<std::unique_ptr<Shard>> shards_;
   uint64_t shard_mask_;
+  std::function<uint16_t(const IndexEntry&)> tenant_of_;
 };
 
 }  // namespace kvpool::engine

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "crash_device.h"
@@ -141,6 +142,53 @@ TEST(TenantQuota, FlashQuotaDropsTheTenantsOldestFlashBlocks) {
   for (uint64_t k = 0; k < 8; ++k) ASSERT_TRUE(PutFor(*s, 3, 5000 + k, 128 * kKiB).ok());
   for (uint64_t k = 0; k < 400; ++k) ASSERT_TRUE(PutFor(*s, 2, 2000 + k).ok());  // push out
   EXPECT_EQ(s->Usage(3).flash_bytes, 0u);
+}
+
+// KV events of a tenant go to that tenant only, so every removal must know the block's
+// tenant: erased, dropped from DRAM, lost with a flash region (told when the region is
+// taken, not found stale later), pushed out by a quota.
+struct TenantListener : StoreListener {
+  std::mutex mu;
+  std::map<BlockKey, uint16_t> stored_as;
+  std::vector<std::pair<BlockKey, uint16_t>> removed;
+  void OnStored(const BlockKey& k, const BlockKey&, uint64_t, std::span<const uint32_t>,
+                uint16_t tenant) override {
+    std::lock_guard<std::mutex> lock(mu);
+    stored_as[k] = tenant;
+  }
+  void OnRemoved(const BlockKey& k, uint16_t tenant) override {
+    std::lock_guard<std::mutex> lock(mu);
+    removed.push_back({k, tenant});
+  }
+};
+
+TEST(TenantQuota, EveryRemovalNamesTheBlocksTenant) {
+  TenantListener l;
+  StoreOptions o = FlashOptions();
+  o.listener = &l;
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(16 * kMiB));
+  ASSERT_TRUE(s);
+  s->SetQuota(3, {.dram_bytes = 512 * kKiB, .flash_bytes = 1 * kMiB});
+  for (uint64_t k = 0; k < 600; ++k) {  // 37 MiB through 4 MiB of DRAM and 16 of flash
+    ASSERT_TRUE(PutFor(*s, static_cast<uint16_t>(1 + k % 3), k).ok());
+    if (k % 7 == 0) ASSERT_TRUE(s->Erase(TestKey(k)).ok());
+  }
+  s->Quiesce();
+  for (uint64_t k = 0; k < 600; ++k) (void)s->Exists(TestKey(k));  // lookups sweep stale ones
+  std::lock_guard<std::mutex> lock(l.mu);
+  ASSERT_GT(l.removed.size(), 250u);
+  EXPECT_GT(s->GetStats().flash.evictions, 0u) << "regions were taken";
+  size_t unknown = 0;
+  for (const auto& [k, tenant] : l.removed) {
+    uint16_t want = static_cast<uint16_t>(1 + (k.lo - 1) % 3);
+    EXPECT_EQ(l.stored_as.at(k), want);
+    if (tenant == 0) {
+      ++unknown;
+    } else {
+      EXPECT_EQ(tenant, want) << "key " << k.lo - 1;
+    }
+  }
+  EXPECT_EQ(unknown, 0u) << "removals whose tenant was lost (found stale by the sweep)";
 }
 
 // Against a recount from the blocks listed: DRAM bytes exact at rest, flash bytes between

@@ -96,7 +96,12 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
         std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0);
     dram_->SetBonus(tuner_->bonus());
   }
-  index_.set_listener(options.listener);
+  // A removed block's tenant: its DRAM record's, or its flash slot's (0 once the slot's
+  // region was taken: a stale entry the sweep finds).
+  index_.set_listener(options.listener, [this](const IndexEntry& e) -> uint16_t {
+    if (e.in_dram()) return dram_->rec(e.aux).tenant;
+    return e.on_flash() && flash_ ? flash_->TenantAt(e.flash_page(), e.aux) : 0;
+  });
   if (options_.background_mover) mover_ = std::thread([this] { MoverLoop(); });
 }
 
@@ -233,6 +238,7 @@ bool TieredStore::CompactRegion() {
     bool stay;
   };
   std::vector<Move> moves;
+  std::vector<FlashLog::Located> lost;
   for (const auto& [key, tenant] : keys) {
     Index::Shard& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -269,7 +275,7 @@ bool TieredStore::CompactRegion() {
       continue;
     }
     uint32_t ev = 0;
-    if (m.ok && flash_->Append(Pages(m.size), m.key, m.size, m.crc, m.tenant, &m.to, &ev)) {
+    if (m.ok && flash_->Append(Pages(m.size), m.key, m.size, m.crc, m.tenant, &m.to, &ev, &lost)) {
       reqs.push_back(
           {io::IoRequest::Op::kWrite, uint64_t{m.to.page} * 4096, m.buf, Pages(m.size) * 4096, {}});
     } else {
@@ -306,6 +312,7 @@ bool TieredStore::CompactRegion() {
     std::free(m.buf);
   }
   flash_->Persist();  // the emptied region's summary says its blocks moved
+  DropLost(lost);
   return true;
 }
 
@@ -405,13 +412,14 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
       (batch_pages + region_pages - 1) / region_pages + 2, flash_->region_count() / 2)));
 
   io::IoRequest reqs[kEvictBatch];
+  std::vector<FlashLog::Located> lost;  // live blocks of the regions these appends took
   size_t nr = 0;
   uint32_t evicted_regions = 0;
   for (size_t i = 0; i < nw; ++i) {
     Record& r = dram_->rec(writes[i].id);
     uint32_t ev = 0;
     writes[i].placed = flash_->Append(r.pages, writes[i].key, r.size, writes[i].crc, r.tenant,
-                                      &writes[i].ext, &ev);
+                                      &writes[i].ext, &ev, &lost);
     evicted_regions += ev;
     if (!writes[i].placed) continue;
     reqs[nr++] = {io::IoRequest::Op::kWrite,
@@ -466,6 +474,7 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
     ++freed;
   }
   flash_->Persist();  // summaries of regions this batch completed
+  DropLost(lost);
   for (size_t i = 0; i < nt; ++i) EnforceFlashQuota(tenants[i]);
   if (evicted_regions > 0) {
     SweepStale(
@@ -544,6 +553,22 @@ TenantUsage TieredStore::Usage(uint16_t tenant) const {
   return {dram_->tenant_bytes(tenant), flash_ ? flash_->tenant_bytes(tenant) : 0};
 }
 
+void TieredStore::DropLost(const std::vector<FlashLog::Located>& lost) {
+  for (const FlashLog::Located& b : lost) {
+    Index::Shard& shard = index_.ShardFor(b.key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    IndexEntry* e = shard.Find(b.key);
+    if (!e || !e->on_flash() || e->flash_page() != b.page) continue;
+    if (e->in_dram()) {  // only its flash copy is gone
+      if (dram_->rec(e->aux).flash_gen == b.gen) e->clear_flash();
+      continue;
+    }
+    if (e->aux != b.gen) continue;
+    dram_->GhostInsert(e->key, e->uses());  // as the sweep would have
+    shard.Erase(e, b.tenant);
+  }
+}
+
 void TieredStore::SweepStale(size_t slots) {
   std::lock_guard<std::mutex> sweep(sweep_mu_);
   while (slots > 0) {
@@ -605,7 +630,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
     if (ghost_uses >= dram_->Uses(id)) dram_->SetUses(id, static_cast<uint8_t>(ghost_uses + 1));
     dram_->Link(id, ghost || ghost_uses >= 0);
     if (options_.listener)
-      options_.listener->OnStored(key, options.parent, r.size, options.token_ids);
+      options_.listener->OnStored(key, options.parent, r.size, options.token_ids, options.tenant);
   }
   if (replaced != kNoRecord) {
     dram_->Doom(replaced);

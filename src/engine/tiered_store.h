@@ -166,6 +166,9 @@ class TieredStore final : public Store {
   void DrainTuner() {
     if (tuner_ && tuner_->Drain()) dram_->SetBonus(tuner_->bonus());
   }
+  // Blocks that went with flash regions appends just took: removed now (told to the
+  // listener with their tenant), instead of found stale later; a DRAM copy stays.
+  void DropLost(const std::vector<FlashLog::Located>& lost);
   void SweepStale(size_t slots);
   // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the
   // region with least live data to the head (read, verified, appended, written, re-pointed) so that

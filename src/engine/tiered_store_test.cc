@@ -438,13 +438,13 @@ struct RecordingListener : StoreListener {
   std::mutex mu;
   std::vector<std::pair<char, BlockKey>> events;
   std::map<BlockKey, BlockKey> parents;
-  void OnStored(const BlockKey& k, const BlockKey& parent, uint64_t,
-                std::span<const uint32_t>) override {
+  void OnStored(const BlockKey& k, const BlockKey& parent, uint64_t, std::span<const uint32_t>,
+                uint16_t) override {
     std::lock_guard<std::mutex> lock(mu);
     events.push_back({'+', k});
     parents[k] = parent;
   }
-  void OnRemoved(const BlockKey& k) override {
+  void OnRemoved(const BlockKey& k, uint16_t) override {
     std::lock_guard<std::mutex> lock(mu);
     events.push_back({'-', k});
   }

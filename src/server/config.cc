@@ -366,6 +366,11 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"events.block_size",
        {Size([](DaemonConfig* c, uint64_t n) { c->events.block_size = unsigned(n); }, 1 << 20),
         "tokens per block, reported in BlockStored (default 16)"}},
+      {"events.all_tenants",
+       {Bool([](DaemonConfig* c, bool b) { c->events.all_tenants = b; }),
+        "on a node with tenants, the endpoint carries every tenant's blocks (an operator's "
+        "router); default false: blocks of no tenant only (each tenant's go to its own "
+        "kv_events_endpoint)"}},
       {"events.buffer_steps",
        {Size([](DaemonConfig* c, uint64_t n) { c->events.buffer_steps = unsigned(n); }, 1 << 24),
         "event batches kept for replay (default 10000)"}},
@@ -529,6 +534,10 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
         auto* n = std::get_if<long long>(&*value);
         if (!n || *n < 0 || *n > (1 << 20)) return fail("max_connections: an integer 0..1048576");
         tenant->max_connections = static_cast<uint32_t>(*n);
+      } else if (key == "kv_events_endpoint") {
+        auto s = AsString(*value);
+        if (!s.ok()) return fail(key + ": " + std::string(s.status().message()));
+        tenant->kv_events_endpoint = *s;
       } else if (key == "dram_quota" || key == "flash_quota") {
         auto n = AsSize(*value);
         if (!n.ok()) return fail(key + ": " + std::string(n.status().message()));
@@ -540,7 +549,7 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
       } else {
         return fail("unknown tenant key '" + key +
                     "' (name, token, namespaces, max_connections, dram_quota, flash_quota, "
-                    "encryption_key_file, encryption_key_command)");
+                    "kv_events_endpoint, encryption_key_file, encryption_key_command)");
       }
       continue;
     }

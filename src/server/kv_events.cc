@@ -44,14 +44,30 @@ Status ZmqError(const std::string& what) {
 KvEventPublisher::KvEventPublisher(const KvEventsOptions& options) : options_(options) {}
 
 Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Start(const KvEventsOptions& o) {
-  if (o.endpoint.empty()) return Status::InvalidArgument("kv events: no endpoint");
+  if (o.endpoint.empty() && o.tenant_endpoints.empty()) {
+    return Status::InvalidArgument("kv events: no endpoint");
+  }
+  if (o.endpoint.empty() && !o.replay_endpoint.empty()) {
+    return Status::InvalidArgument("kv events: a replay endpoint needs the endpoint it replays");
+  }
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(o));
   p->ctx_ = zmq_ctx_new();
-  p->pub_ = zmq_socket(p->ctx_, ZMQ_PUB);
   int linger = 0;
-  zmq_setsockopt(p->pub_, ZMQ_LINGER, &linger, sizeof linger);
-  if (zmq_bind(p->pub_, o.endpoint.c_str()) != 0)
-    return ZmqError("kv events: cannot bind " + o.endpoint);
+  auto bind = [&](const std::string& endpoint, int tenant) -> Status {
+    Stream s{zmq_socket(p->ctx_, ZMQ_PUB), tenant, 0};
+    p->streams_.push_back(s);
+    zmq_setsockopt(s.sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(s.sock, endpoint.c_str()) != 0) {
+      return ZmqError("kv events: cannot bind " + endpoint);
+    }
+    return Status::Ok();
+  };
+  if (!o.endpoint.empty()) {
+    if (Status s = bind(o.endpoint, -1); !s.ok()) return s;
+  }
+  for (const auto& [tenant, endpoint] : o.tenant_endpoints) {
+    if (Status s = bind(endpoint, tenant); !s.ok()) return s;
+  }
   if (!o.replay_endpoint.empty()) {
     p->replay_ = zmq_socket(p->ctx_, ZMQ_ROUTER);
     zmq_setsockopt(p->replay_, ZMQ_LINGER, &linger, sizeof linger);
@@ -72,7 +88,7 @@ KvEventPublisher::~KvEventPublisher() {
     thread_.join();
   }
   if (replay_) zmq_close(replay_);
-  if (pub_) zmq_close(pub_);
+  for (const Stream& s : streams_) zmq_close(s.sock);
   if (ctx_) zmq_ctx_term(ctx_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
@@ -95,11 +111,13 @@ void KvEventPublisher::Queue(const Event& e) {
 }
 
 void KvEventPublisher::OnStored(const BlockKey& key, const BlockKey& parent, uint64_t,
-                                std::span<const uint32_t> token_ids) {
-  Queue(Event{key, parent, true, {token_ids.begin(), token_ids.end()}});
+                                std::span<const uint32_t> token_ids, uint16_t tenant) {
+  Queue(Event{key, parent, true, {token_ids.begin(), token_ids.end()}, tenant});
 }
 
-void KvEventPublisher::OnRemoved(const BlockKey& key) { Queue(Event{key, {}, false, {}}); }
+void KvEventPublisher::OnRemoved(const BlockKey& key, uint16_t tenant) {
+  Queue(Event{key, {}, false, {}, tenant});
+}
 
 KvEventsStats KvEventPublisher::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -255,11 +273,21 @@ void KvEventPublisher::Run() {
     for (size_t off = 0; off < events.size(); off += options_.max_events_per_batch) {
       size_t len = std::min<size_t>(options_.max_events_per_batch, events.size() - off);
       std::vector<Event> part(events.begin() + off, events.begin() + off + len);
-      std::string payload = Encode(part);
-      int64_t seq = next_seq_++;
-      SendParts(pub_, {options_.topic, Be64(seq), payload});
-      history_.emplace_back(seq, std::move(payload));
-      if (history_.size() > options_.buffer_steps) history_.pop_front();
+      std::vector<Event> mine;
+      for (Stream& s : streams_) {
+        mine.clear();
+        for (const Event& e : part) {
+          if (Carries(s, e)) mine.push_back(e);
+        }
+        if (mine.empty()) continue;
+        std::string payload = Encode(mine);
+        int64_t seq = s.next_seq++;
+        SendParts(s.sock, {options_.topic, Be64(seq), payload});
+        if (s.tenant < 0) {
+          history_.emplace_back(seq, std::move(payload));
+          if (history_.size() > options_.buffer_steps) history_.pop_front();
+        }
+      }
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.batches;
       for (const Event& e : part) ++(e.stored ? stats_.stored : stats_.removed);

@@ -15,6 +15,12 @@
 // socket serves replays: a request carrying a be64 start sequence is answered with every
 // buffered (sequence, payload) from there on, then (be64 -1, empty). docs/PROTOCOL.md.
 //
+// Tenants: every block is some tenant's (PutOptions::tenant, 0: none). `endpoint` carries
+// the blocks of no tenant (an open node's: all of them), or every tenant's with
+// `all_tenants` (an operator's router); each tenant given an endpoint of its own gets its
+// blocks' events there and nowhere else, so no tenant sees another's hashes or traffic.
+// Each endpoint numbers its batches from 0; replay serves `endpoint`'s.
+//
 // Hashes name blocks by their pool key (the key kvpoold stores under: the client's key
 // scoped by its namespace, docs/PROTOCOL.md), as vLLM's int form (the 16-byte key read
 // big-endian, low 64 bits = key.lo) or as the 16 bytes.
@@ -50,6 +56,9 @@ struct KvEventsOptions {
   unsigned buffer_steps = 10000;  // batches kept for replay
   unsigned max_events_per_batch = 1000;
   uint64_t max_queued_events = 1 << 20;  // beyond: dropped and counted
+  bool all_tenants = false;              // `endpoint` carries every tenant's blocks
+  // (tenant id, PUB endpoint): that tenant's blocks only.
+  std::vector<std::pair<uint16_t, std::string>> tenant_endpoints;
 };
 
 struct KvEventsStats {
@@ -63,8 +72,8 @@ class KvEventPublisher : public StoreListener {
   ~KvEventPublisher() override;  // publishes what is queued, then closes the sockets
 
   void OnStored(const BlockKey& key, const BlockKey& parent, uint64_t size,
-                std::span<const uint32_t> token_ids) override;
-  void OnRemoved(const BlockKey& key) override;
+                std::span<const uint32_t> token_ids, uint16_t tenant) override;
+  void OnRemoved(const BlockKey& key, uint16_t tenant) override;
   KvEventsStats stats() const;
 
  private:
@@ -72,7 +81,17 @@ class KvEventPublisher : public StoreListener {
     BlockKey key, parent;
     bool stored;
     std::vector<uint32_t> token_ids;
+    uint16_t tenant = 0;
   };
+  // A PUB socket and the events it carries: tenant -1 is `endpoint` (no tenant's, or all).
+  struct Stream {
+    void* sock = nullptr;
+    int tenant = -1;
+    int64_t next_seq = 0;  // owned by the publishing thread
+  };
+  bool Carries(const Stream& s, const Event& e) const {
+    return s.tenant < 0 ? options_.all_tenants || e.tenant == 0 : e.tenant == s.tenant;
+  }
   explicit KvEventPublisher(const KvEventsOptions& options);
   void Run();
   void Queue(const Event& e);
@@ -81,7 +100,7 @@ class KvEventPublisher : public StoreListener {
 
   const KvEventsOptions options_;
   void* ctx_ = nullptr;
-  void* pub_ = nullptr;
+  std::vector<Stream> streams_;  // streams_[0] is `endpoint`'s when it is set
   void* replay_ = nullptr;
   int wake_fd_ = -1;  // eventfd: the queue became non-empty, or stop
   std::thread thread_;
@@ -91,8 +110,7 @@ class KvEventPublisher : public StoreListener {
   std::vector<Event> queue_;  // GUARDED_BY(mu_)
   KvEventsStats stats_;       // GUARDED_BY(mu_)
 
-  // Owned by the publishing thread.
-  int64_t next_seq_ = 0;
+  // Owned by the publishing thread: `endpoint`'s batches, for replay.
   std::deque<std::pair<int64_t, std::string>> history_;
 };
 

@@ -65,7 +65,7 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
     }
   };
   for (int i = 0; i < 100 && seen.empty(); ++i) {
-    (*pub)->OnStored(BlockKey{0, 1'000'000u + i}, {}, 1, {});
+    (*pub)->OnStored(BlockKey{0, 1'000'000u + i}, {}, 1, {}, 0);
     drain(20);
   }
   ASSERT_FALSE(seen.empty());
@@ -76,7 +76,7 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i)
-        (*pub)->OnStored(BlockKey{1, uint64_t(t) * kPerThread + i + 1}, {}, 1, {});
+        (*pub)->OnStored(BlockKey{1, uint64_t(t) * kPerThread + i + 1}, {}, 1, {}, 0);
     });
   }
   for (auto& th : threads) th.join();
@@ -122,15 +122,15 @@ TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
   static char payload[1 << 16];
   int n = -1;
   for (int attempt = 0; attempt < 100 && n < 0; ++attempt) {  // until the SUB has joined
-    (*pub)->OnStored(BlockKey{0, 9}, {}, 1, {});
+    (*pub)->OnStored(BlockKey{0, 9}, {}, 1, {}, 0);
     char topic[128], seq[8];
     if (zmq_recv(sub, topic, sizeof topic, 0) < 0) continue;
     ASSERT_EQ(zmq_recv(sub, seq, sizeof seq, 0), 8);
     n = zmq_recv(sub, payload, sizeof payload, 0);
   }
   ASSERT_GT(n, 0);
-  (*pub)->OnStored(BlockKey{0, 10}, {}, 1, t1);
-  (*pub)->OnStored(BlockKey{0, 11}, BlockKey{0, 10}, 1, t2);  // continues the chain
+  (*pub)->OnStored(BlockKey{0, 10}, {}, 1, t1, 0);
+  (*pub)->OnStored(BlockKey{0, 11}, BlockKey{0, 10}, 1, t2, 0);  // continues the chain
   // Block 11's event: with block 10 (one batch: hashes [10, 11], tokens 1..8) or alone
   // (hashes [11], parent 10, tokens 5..8) when the publisher sent 10 first.
   msgpack_unpacked u;
@@ -181,6 +181,99 @@ TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
   ::unlink(("/tmp/kvpool-kvev-map-" + std::to_string(getpid())).c_str());
 }
 
+// Issue 20: each tenant's blocks are announced on its own endpoint and nowhere else; the
+// node's endpoint carries blocks of no tenant (or all, for an operator's router); each
+// endpoint numbers its batches on its own.
+TEST(KvEvents, EachTenantHearsOnlyItsOwnBlocks) {
+  std::string base = "ipc:///tmp/kvpool-kvev-t" + std::to_string(getpid()) + "-";
+  KvEventsOptions o;
+  o.endpoint = base + "node";
+  o.tenant_endpoints = {{5, base + "5"}, {7, base + "7"}};
+  auto pub = KvEventPublisher::Start(o);
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  void* ctx = zmq_ctx_new();
+  struct Sub {
+    void* sock;
+    std::multiset<uint64_t> stored, removed;  // hashes (key.lo)
+    int64_t first_seq = -1, last_seq = -1;
+    bool gap = false;
+  };
+  std::vector<Sub> subs;
+  for (const std::string& ep : {o.endpoint, base + "5", base + "7"}) {
+    void* sock = zmq_socket(ctx, ZMQ_SUB);
+    zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0);
+    int timeout = 20;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ASSERT_EQ(zmq_connect(sock, ep.c_str()), 0);
+    subs.push_back({sock});
+  }
+  auto drain = [&](int ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      for (Sub& sub : subs) {
+        char topic[64], seq[8];
+        static char payload[1 << 16];
+        if (zmq_recv(sub.sock, topic, sizeof topic, 0) < 0) continue;
+        ASSERT_EQ(zmq_recv(sub.sock, seq, sizeof seq, 0), 8);
+        int n = zmq_recv(sub.sock, payload, sizeof payload, 0);
+        ASSERT_GT(n, 0);
+        int64_t sq = 0;
+        for (char c : seq) sq = (sq << 8) | static_cast<unsigned char>(c);
+        if (sub.last_seq >= 0 && sq != sub.last_seq + 1) sub.gap = true;
+        if (sub.first_seq < 0) sub.first_seq = sq;
+        sub.last_seq = sq;
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        ASSERT_EQ(msgpack_unpack_next(&u, payload, n, nullptr), MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object& events = u.data.via.array.ptr[1];
+        for (uint32_t i = 0; i < events.via.array.size; ++i) {
+          const msgpack_object& ev = events.via.array.ptr[i];
+          std::string tag(ev.via.array.ptr[0].via.str.ptr, ev.via.array.ptr[0].via.str.size);
+          const msgpack_object& hashes = ev.via.array.ptr[1];
+          for (uint32_t h = 0; h < hashes.via.array.size; ++h) {
+            (tag == "BlockStored" ? sub.stored : sub.removed)
+                .insert(hashes.via.array.ptr[h].via.u64);
+          }
+        }
+        msgpack_unpacked_destroy(&u);
+      }
+    }
+  };
+  // Warm up until every subscriber has joined (a SUB misses what came before it).
+  uint64_t warm = 0;
+  for (int round = 0; round < 200; ++round) {
+    for (uint16_t t : {0, 5, 7}) (*pub)->OnStored(BlockKey{0, 900000 + warm++}, {}, 1, {}, t);
+    drain(20);
+    bool all = true;
+    for (const Sub& sub : subs) all = all && !sub.stored.empty();
+    if (all) break;
+  }
+  for (Sub& sub : subs) {
+    ASSERT_FALSE(sub.stored.empty()) << "a subscriber never joined";
+    sub.stored.clear();
+  }
+  // Tenant t's blocks are t * 1000 + i; removals and tenant 9 (no endpoint) among them.
+  for (uint16_t t : {0, 5, 7, 9}) {
+    for (uint64_t i = 0; i < 10; ++i) (*pub)->OnStored(BlockKey{0, t * 1000u + i}, {}, 1, {}, t);
+    (*pub)->OnRemoved(BlockKey{0, t * 1000u + 3}, t);
+  }
+  for (int i = 0; i < 20; ++i) drain(20);
+  const uint64_t own[] = {0, 5, 7};
+  for (size_t s = 0; s < subs.size(); ++s) {
+    std::multiset<uint64_t> want_stored, want_removed{own[s] * 1000 + 3};
+    for (uint64_t i = 0; i < 10; ++i) want_stored.insert(own[s] * 1000 + i);
+    EXPECT_EQ(subs[s].stored, want_stored) << "endpoint " << s;
+    EXPECT_EQ(subs[s].removed, want_removed) << "endpoint " << s;
+    EXPECT_FALSE(subs[s].gap) << "endpoint " << s << ": its sequence numbers are its own";
+  }
+  for (Sub& sub : subs) zmq_close(sub.sock);
+  zmq_ctx_term(ctx);
+  pub->reset();
+  for (const char* n : {"node", "5", "7"}) {
+    ::unlink(("/tmp/kvpool-kvev-t" + std::to_string(getpid()) + "-" + n).c_str());
+  }
+}
+
 TEST(KvEvents, BadEndpointIsAClearError) {
   KvEventsOptions o;
   o.endpoint = "bogus://nowhere";
@@ -189,6 +282,10 @@ TEST(KvEvents, BadEndpointIsAClearError) {
   EXPECT_NE(pub.status().message().find("bogus://nowhere"), std::string::npos);
   o.endpoint = "";
   EXPECT_FALSE(KvEventPublisher::Start(o).ok());
+  o.tenant_endpoints = {{3, "bogus://tenant"}};
+  pub = KvEventPublisher::Start(o);
+  ASSERT_FALSE(pub.ok());
+  EXPECT_NE(pub.status().message().find("bogus://tenant"), std::string::npos);
 }
 
 }  // namespace

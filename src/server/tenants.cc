@@ -36,11 +36,12 @@ Status LoadTenantKeys(std::vector<Tenant>& tenants) {
 }
 
 Tenants::Tenants(std::vector<Tenant> tenants) : tenants_(std::move(tenants)) {
-  // An id from the name's hash (FNV-1a), the next free one on a clash, names taken in
-  // order: the same names give the same ids on every start, whatever order the config
-  // lists them in.
+  AssignTenantIds(tenants_);
+}
+
+void AssignTenantIds(std::vector<Tenant>& tenants) {
   std::vector<Tenant*> by_name;
-  for (Tenant& t : tenants_) by_name.push_back(&t);
+  for (Tenant& t : tenants) by_name.push_back(&t);
   std::sort(by_name.begin(), by_name.end(),
             [](const Tenant* a, const Tenant* b) { return a->name < b->name; });
   std::vector<bool> taken(kMaxTenants, false);

@@ -27,13 +27,19 @@ struct Tenant {
   uint32_t max_connections = 0;  // open at once, on this node; 0: no cap of its own
   // Bytes of the store it may hold in each tier on this node (Store::SetQuota); 0: none.
   uint64_t dram_quota = 0, flash_quota = 0;
-  // The store's id for it (PutOptions::tenant): set by Tenants from the name, the same on
-  // every start for the same set of names (flash blocks carry it across restarts).
+  // KV events of its blocks, and only those, are published here (a ZeroMQ PUB endpoint).
+  std::string kv_events_endpoint;
+  // The store's id for it (PutOptions::tenant): set by AssignTenantIds from the name, the
+  // same on every start for the same set of names (flash blocks carry it across restarts).
   uint16_t id = 0;
   // Encryption at rest (server/sealer.h): where the tenant's keys come from, at most one.
   std::string key_file, key_command;
   std::shared_ptr<const TenantKeys> keys;  // loaded by LoadTenantKeys; null: not sealed
 };
+
+// Sets every tenant's id: from a hash of its name, the next free one on a clash, names
+// taken in sorted order (so the config's order does not matter).
+void AssignTenantIds(std::vector<Tenant>& tenants);
 
 // Loads the keys of every tenant that names a key file or command (at start, and again on
 // SIGHUP: rotation, retirement, shredding). An error leaves `tenants` as it was.
