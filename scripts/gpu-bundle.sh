@@ -9,14 +9,24 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 B=.gpu-bundle
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DKVPOOL_ARCH=x86-64-v3 >/dev/null
-cmake --build build-gpu -j"$(nproc)" --target kvpoold kvpool_gpu_tests kvpool_gpu_bench kvpool kvpool_gpu \
+cmake --build build-gpu -j"$(nproc)" --target kvpoold kvpool_gpu_tests kvpool_gpu_bench kvpool_server \
+  kvpool_client kvpool_keys kvpool_gpu \
   2>&1 | grep -E "error|Error" || true
 test -x build-gpu/kvpool_gpu_tests || { echo "gpu-bundle: build failed" >&2; exit 1; }
 rm -rf "$B" && mkdir -p "$B/lib" "$B/include"
 for bin in kvpoold kvpool_gpu_tests kvpool_gpu_bench; do
   strip -o "$B/$bin" "build-gpu/$bin"
 done
-cp build-gpu/libkvpool.a build-gpu/libkvpool_gpu.a "$B/lib/"
+# The layers' libraries as one archive (what the Python module links on that host).
+{
+  echo "create $B/lib/libkvpool.a"
+  for layer in common keys io mem engine net cluster client server; do
+    echo "addlib build-gpu/libkvpool_$layer.a"
+  done
+  echo "save"
+  echo "end"
+} | ar -M
+cp build-gpu/libkvpool_gpu.a "$B/lib/"
 strip --strip-debug "$B/lib/libkvpool.a" "$B/lib/libkvpool_gpu.a"
 cp "$(dirname "$(readlink -f /usr/local/cuda/bin/nvcc)")/../lib64/libcudart_static.a" "$B/lib/" 2>/dev/null \
   || cp /usr/local/cuda/lib64/libcudart_static.a "$B/lib/"
