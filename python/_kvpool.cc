@@ -21,6 +21,16 @@ using namespace kvpool_py;
 
 namespace {
 
+// kvpool.Unavailable (a ConnectionError) and kvpool.Timeout (a TimeoutError): a server
+// that did not answer, where the answer would otherwise read as "absent".
+PyObject* g_unavailable = nullptr;
+PyObject* g_timeout = nullptr;
+
+[[noreturn]] void RaiseNoAnswer(const Status& s) {
+  PyErr_SetString(s.code() == Code::kTimeout ? g_timeout : g_unavailable, s.ToString().c_str());
+  throw py::error_already_set();
+}
+
 Deadline FromTimeout(int timeout_ms) {
   return timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
 }
@@ -193,18 +203,34 @@ struct Ops {
     return out;
   }
 
+  // Raises kvpool.Unavailable / kvpool.Timeout when the call got no answer (a Pool: no
+  // member answered); an item of a pool node that did not answer is False.
   static std::vector<bool> BatchExists(T& t, const py::iterable& keys, int timeout_ms = 0) {
+    std::vector<KeyOp> ops = RunExists(t, keys, timeout_ms);
+    std::vector<bool> out;
+    for (auto& op : ops) out.push_back(op.status.ok());
+    return out;
+  }
+
+  // One key: True or False as its server answered; an exception when none did.
+  static bool Exists(T& t, const py::handle& key, int timeout_ms) {
+    KeyOp op = RunExists(t, py::make_tuple(key), timeout_ms)[0];
+    if (!op.status.ok() && !op.status.IsNotFound()) RaiseNoAnswer(op.status);
+    return op.status.ok();
+  }
+
+  static std::vector<KeyOp> RunExists(T& t, const py::iterable& keys, int timeout_ms) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<KeyOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
     Deadline d = FromTimeout(timeout_ms);
+    Status s;
     {
       py::gil_scoped_release nogil;
-      (void)t.ExistsBatch(ops, d);
+      s = t.ExistsBatch(ops, d);
     }
-    std::vector<bool> out;
-    for (auto& op : ops) out.push_back(op.status.ok());
-    return out;
+    if (!s.ok()) RaiseNoAnswer(s);
+    return ops;
   }
 };
 
@@ -296,16 +322,26 @@ void BindOps(C& cls) {
       .def("batch_put_ptrs", &Ops<T>::BatchPutPtrs, py::arg("keys"), py::arg("ptrs"),
            py::arg("sizes"), py::arg("parents") = py::none(),
            "Insert-only batch_put from raw addresses; a status name per item.")
-      .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"), py::arg("timeout_ms") = 0)
-      .def("exists", [](T& t, const py::handle& key) {
-        return bool(Ops<T>::BatchExists(t, py::make_tuple(key), 0)[0]);
-      });
+      .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"), py::arg("timeout_ms") = 0,
+           "Whether each key is held; raises kvpool.Unavailable or kvpool.Timeout when the "
+           "server (a Pool: every member) did not answer.")
+      .def("exists", &Ops<T>::Exists, py::arg("key"), py::arg("timeout_ms") = 0,
+           "Whether the key is held; raises kvpool.Unavailable or kvpool.Timeout when its "
+           "server did not answer (never False for a server that is down).");
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_kvpool, m) {
   m.doc() = "kvpool: a context memory store for LLM inference (KV-cache blocks)";
+  g_unavailable = PyErr_NewExceptionWithDoc("kvpool.Unavailable",
+                                            "The server was unreachable: no answer (not a miss).",
+                                            PyExc_ConnectionError, nullptr);
+  g_timeout = PyErr_NewExceptionWithDoc("kvpool.Timeout",
+                                        "The server did not answer by the deadline (not a miss).",
+                                        PyExc_TimeoutError, nullptr);
+  m.attr("Unavailable") = py::handle(g_unavailable);
+  m.attr("Timeout") = py::handle(g_timeout);
 
   py::class_<BlockKey>(m, "Key", "A 128-bit block key.")
       .def(py::init([](uint64_t hi, uint64_t lo) {

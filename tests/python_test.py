@@ -174,6 +174,14 @@ class AgainstKvpoold(KvpooldTestCase):
         self.assertEqual(c.batch_get(["a", "b"], [bytearray(4), bytearray(4)]), [-1, -1])
         self.assertFalse(c.ping())
         self.assertNotEqual(c.put("k", b"v"), "OK")
+        # A probe gets no answer, which is not "absent": a typed exception.
+        with self.assertRaises(kvpool.Unavailable) as e:
+            c.exists("k")
+        self.assertIsInstance(e.exception, ConnectionError)
+        with self.assertRaises(kvpool.Unavailable):
+            c.batch_exists(["a", "b"])
+        self.assertTrue(issubclass(kvpool.Timeout, TimeoutError))
+        self.assertFalse(kvpool.Store(dram_bytes=8 << 20).exists("k"))  # in-process: an answer
         self.assertLess(time.time() - t0, 5)
 
     def test_pool_over_static_members(self):

@@ -175,9 +175,9 @@ TEST_F(ServerTest, PutGetExistsEraseMatchOverTcp) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, 5000u);
   EXPECT_EQ(0, std::memcmp(buf.data(), v2.data(), v2.size()));
-  EXPECT_TRUE(c->Exists(chain[2]));
+  EXPECT_TRUE(c->Exists(chain[2]).value());
   ASSERT_TRUE(c->Erase(chain[2]).ok());
-  EXPECT_FALSE(c->Exists(chain[2]));
+  EXPECT_FALSE(c->Exists(chain[2]).value());
   EXPECT_TRUE(c->Erase(chain[2]).IsNotFound());
   auto stats = c->ServerStats();
   ASSERT_TRUE(stats.ok());
@@ -461,7 +461,7 @@ TEST_F(ServerTest, ClientsThatVanishMidRequestLeaveNothingBehind) {
   }
   auto c = Connect(daemon_->tcp_address());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(c->Exists(k));  // nothing half-written became visible
+  EXPECT_FALSE(c->Exists(k).value());  // nothing half-written became visible
   auto v = Value(k, 1 << 20);
   ASSERT_TRUE(c->Put(k, v).ok());  // and the 64 MiB DRAM tier was not leaked away
   std::vector<std::byte> buf(1 << 20);
@@ -480,12 +480,14 @@ TEST_F(ServerTest, RestartGivesMissesThenRecovers) {
   auto t0 = std::chrono::steady_clock::now();
   auto got = c->Get(k, buf);
   EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
-  EXPECT_FALSE(c->Exists(k));
+  EXPECT_EQ(c->Exists(k).status().code(), Code::kUnavailable) << "no answer, not absent";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));  // no hang
   ASSERT_TRUE(daemon_->Start({}, "127.0.0.1:" + std::to_string(port))) << daemon_->output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the reconnect backoff
+  // Back (after the client's reconnect backoff), and empty: a miss, not an error.
+  EXPECT_TRUE(WaitUntil([&] { return !c->Get(k, buf).status().retryable(); }));
   got = c->Get(k, buf);
-  EXPECT_TRUE(got.status().IsNotFound()) << got.status().ToString();  // back, empty
+  EXPECT_TRUE(got.status().IsNotFound()) << got.status().ToString();
+  EXPECT_EQ(c->Exists(k).value(), false);
   ASSERT_TRUE(c->Put(k, Value(k, 10000)).ok());
   EXPECT_TRUE(c->Get(k, buf).ok());
 }
@@ -500,6 +502,8 @@ TEST_F(ServerTest, UnreachableServerAnswersUnavailableQuickly) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ((*c)->Get(BlockKey{1, 1}, buf).status().code(), Code::kUnavailable);
   }
+  // A probe of a dead server is no answer, not "absent" (issue 18 item 7).
+  EXPECT_EQ((*c)->Exists(BlockKey{1, 1}).status().code(), Code::kUnavailable);
   std::vector<PutOp> puts(3, PutOp{BlockKey{1, 1}, buf, {}, {}});
   EXPECT_EQ((*c)->PutBatch(puts).code(), Code::kUnavailable);
   for (const PutOp& p : puts) EXPECT_EQ(p.status.code(), Code::kUnavailable);
@@ -525,7 +529,7 @@ TEST_F(ServerTest, TokensAndNamespacesIsolateTenants) {
   auto b = Connect(daemon_->tcp_address(), "b/llama", "beta-secret");
   BlockKey k{11, 11};
   ASSERT_TRUE(a->Put(k, Value(k, 100, 1)).ok());
-  EXPECT_FALSE(b->Exists(k));  // the same 16 bytes name different blocks
+  EXPECT_FALSE(b->Exists(k).value());  // the same 16 bytes name different blocks
   ASSERT_TRUE(b->Put(k, Value(k, 200, 2)).ok());
   std::vector<std::byte> buf(1000);
   auto got = a->Get(k, buf);

@@ -81,7 +81,9 @@ class Client {
 
   Status Put(const BlockKey& key, std::span<const std::byte> value, const PutOptions& options = {});
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer);
-  bool Exists(const BlockKey& key);
+  // true or false as the server answered; kUnavailable (unreachable), kTimeout (no answer
+  // by the deadline), kRefused: no answer about the key at all, never "absent".
+  Result<bool> Exists(const BlockKey& key, Deadline deadline = {});
   Status Erase(const BlockKey& key);
 
   // Batches: one round trip per max_batch items (the server's limit, split here); each op

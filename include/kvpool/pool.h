@@ -84,7 +84,8 @@ class PoolClient {
 
   Status Put(const BlockKey& key, std::span<const std::byte> value, const PutOptions& options = {});
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer);
-  bool Exists(const BlockKey& key);
+  // As Client::Exists: an error when the key's node (and its fallbacks) did not answer.
+  Result<bool> Exists(const BlockKey& key, Deadline deadline = {});
   Status Erase(const BlockKey& key);
 
   // Per-item statuses as described above; the returned Status is kUnavailable only when

@@ -15,10 +15,12 @@ gpu            blocks into and out of an engine's paged KV cache in GPU memory (
 
 Values are any buffer (bytes, bytearray, numpy arrays, torch CPU tensors): gets write into
 the caller's array and puts read from it without copies; I/O releases the GIL. A miss is
-None (get), -1 (batch_get) or False (exists), never an exception.
+None (get), -1 (batch_get) or False (exists), never an exception; a probe (exists,
+batch_exists) whose server did not answer raises Unavailable (a ConnectionError) or Timeout
+(a TimeoutError) instead of answering False.
 """
-from ._kvpool import (Client, Key, LayerStream, Namespace, NearCache, Pool, Store, chain_keys, engines, foreign_key, gpu,
-                      layer_key, namespace_root, pool_key)
+from ._kvpool import (Client, Key, LayerStream, Namespace, NearCache, Pool, Store, Timeout, Unavailable, chain_keys,
+                      engines, foreign_key, gpu, layer_key, namespace_root, pool_key)
 
-__all__ = ["Client", "Key", "LayerStream", "Namespace", "NearCache", "Pool", "Store", "chain_keys", "engines", "foreign_key", "gpu",
-           "layer_key", "namespace_root", "pool_key"]
+__all__ = ["Client", "Key", "LayerStream", "Namespace", "NearCache", "Pool", "Store", "Timeout", "Unavailable",
+           "chain_keys", "engines", "foreign_key", "gpu", "layer_key", "namespace_root", "pool_key"]

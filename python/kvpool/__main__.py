@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import Client
+from . import Client, Timeout, Unavailable
 
 EPILOG = """engines:
   SGLang HiCache:  --hicache-storage-backend dynamic --hicache-storage-backend-extra-config
@@ -52,7 +52,11 @@ def main(argv=None):
         sys.stdout.buffer.write(v)
         return 0
     if a.cmd == "exists":
-        return 0 if c.exists(a.key) else 1
+        try:
+            return 0 if c.exists(a.key) else 1
+        except (Unavailable, Timeout) as e:
+            print("no answer: %s" % e, file=sys.stderr)
+            return 2
     if a.cmd == "del":
         return 0 if c.erase(a.key) else 1
     if a.cmd == "stat":

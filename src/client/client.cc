@@ -698,9 +698,11 @@ Result<size_t> Client::Get(const BlockKey& key, std::span<std::byte> buffer) {
   return op.size;
 }
 
-bool Client::Exists(const BlockKey& key) {
+Result<bool> Client::Exists(const BlockKey& key, Deadline deadline) {
   KeyOp op{key, {}};
-  return ExistsBatch(std::span<KeyOp>(&op, 1)).ok() && op.status.ok();
+  if (Status s = ExistsBatch(std::span<KeyOp>(&op, 1), deadline); !s.ok()) return s;
+  if (op.status.ok() || op.status.IsNotFound()) return op.status.ok();
+  return op.status;
 }
 
 Status Client::Erase(const BlockKey& key) {

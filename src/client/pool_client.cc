@@ -445,7 +445,9 @@ Status PoolClient::GetBatch(std::span<GetOp> ops, Deadline deadline) {
 
 Status PoolClient::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
   auto submit = [](Client& c, std::span<KeyOp> part) { return c.SubmitExists(part); };
-  Status s = impl_->Dispatch(ops, submit, Code::kNotFound, deadline);
+  // A node that does not answer says nothing about its keys: kUnavailable, not absent (a
+  // prefix match still stops there).
+  Status s = impl_->Dispatch(ops, submit, Code::kUnavailable, deadline);
   if (s.ok()) impl_->ReadThrough(ops, submit, /*keep=*/false, deadline);
   return s;
 }
@@ -489,10 +491,11 @@ Result<size_t> PoolClient::Get(const BlockKey& key, std::span<std::byte> buffer)
   return op.size;
 }
 
-bool PoolClient::Exists(const BlockKey& key) {
+Result<bool> PoolClient::Exists(const BlockKey& key, Deadline deadline) {
   KeyOp op{key, {}};
-  (void)ExistsBatch(std::span<KeyOp>(&op, 1));
-  return op.status.ok();
+  if (Status s = ExistsBatch(std::span<KeyOp>(&op, 1), deadline); !s.ok()) return s;
+  if (op.status.ok() || op.status.IsNotFound()) return op.status.ok();
+  return op.status;
 }
 
 Status PoolClient::Erase(const BlockKey& key) {
