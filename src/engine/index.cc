@@ -37,7 +37,10 @@ Index::Index(uint64_t capacity, unsigned shards, bool prefault) {
   }
 }
 
+thread_local uint64_t Index::Shard::finds_ = 0;
+
 IndexEntry* Index::Shard::Find(const BlockKey& key) {
+  ++finds_;
   for (size_t i = Home(key.lo);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key == key) return &e;

@@ -60,6 +60,8 @@ class Index {
     std::mutex mu;
     // REQUIRES: mu held.
     IndexEntry* Find(const BlockKey& key);
+    // Finds made by this thread so far (tests count the lookups a read costs).
+    static uint64_t finds_on_this_thread() { return finds_; }
     // Starts loading key's home slot into cache, for a Find soon after (batched lookups
     // overlap their cache misses). REQUIRES: mu held.
     void Prefetch(const BlockKey& key) const { __builtin_prefetch(slots_ + Home(key.lo)); }
@@ -94,6 +96,7 @@ class Index {
     }
     size_t Next(size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
     size_t size_ = 0;
+    static thread_local uint64_t finds_;
   };
 
   // `prefault`: touch the first tables now. On huge pages a first touch clears 2 MiB, which

@@ -15,7 +15,8 @@ constexpr uint32_t Pages(uint32_t size) { return (size + 4095) / 4096; }
 }  // namespace
 
 struct TieredStore::FlashRead {
-  GetOp* op = nullptr;
+  GetOp* op = nullptr;                // a get: copied into op->buffer
+  Result<BlockView>* view = nullptr;  // a read: the promoted record, pinned, as a view
   BlockKey key;
   uint32_t page = 0, gen = 0, size = 0, crc = 0;
   uint32_t rec = kNoRecord;  // DRAM record the data lands in, or kNoRecord: bounce buffer
@@ -789,9 +790,12 @@ void TieredStore::Abort(Reservation& reservation) {
 
 void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int attempt) {
   std::vector<GetOp*> moved;  // lost a race with a move: read again where the block went
-  std::vector<io::IoRequest> reqs;
-  reqs.reserve(reads.size());
-  std::vector<size_t> req_of(reads.size(), SIZE_MAX);
+  std::vector<size_t> moved_views;
+  // Scratch kept by the thread: a flash hit allocates nothing once it has been used.
+  thread_local std::vector<io::IoRequest> reqs;
+  thread_local std::vector<size_t> req_of;
+  reqs.clear();
+  req_of.assign(reads.size(), SIZE_MAX);
   for (size_t i = 0; i < reads.size(); ++i) {
     FlashRead& fr = reads[i];
     // Promoted into DRAM, charged to the block's tenant; a tenant at its DRAM quota reads
@@ -817,7 +821,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     const io::IoRequest& rq = reqs[req_of[i]];
     bool io_ok = rq.status.ok();
     bool crc_ok = io_ok && Crc32c(fr.buf, fr.size) == fr.crc;
-    bool promoted = false;
+    bool promoted = false, retry = false;
     Index::Shard& shard = index_.ShardFor(fr.key);
     {
       std::lock_guard<std::mutex> lock(shard.mu);
@@ -828,7 +832,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
       if (!crc_ok) {
         if (!same) {
           c_.stale_races.fetch_add(1, std::memory_order_relaxed);
-          if (e && fr.op && copy_out && attempt < 2) moved.push_back(fr.op);
+          retry = e && copy_out && attempt < 2 && (fr.op || fr.view);
         } else {
           (io_ok ? c_.crc_failures : c_.io_errors).fetch_add(1, std::memory_order_relaxed);
           // The flash copy is bad: forget it (a DRAM copy, if any, is still good).
@@ -850,24 +854,46 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
         e->set_in_dram(true);
         e->aux = fr.rec;
         dram_->Link(fr.rec, /*main=*/true);
-        // Once published the record can be evicted by others: hold it while copying out.
+        // Once published the record can be evicted by others: hold it while copying out
+        // (a view keeps this pin until it is destroyed).
         dram_->Pin(fr.rec);
         promoted = true;
       }
     }
-    if (crc_ok && fr.op) {
+    bool hit = crc_ok && (fr.op || fr.view);
+    if (hit && fr.op) {
       if (copy_out) std::memcpy(fr.op->buffer.data(), fr.buf, fr.size);
       fr.op->size = fr.size;
       fr.op->crc = fr.crc;
       fr.op->status = Status::Ok();
-      c_.flash_hits.fetch_add(1, std::memory_order_relaxed);
-      get_flash_hist_.Record(NowNanos() - fr.start_ns);
-    } else if (fr.op && std::find(moved.begin(), moved.end(), fr.op) == moved.end()) {
-      fr.op->status = Status::NotFound();
+    } else if (hit && promoted) {  // the view is the promoted record, pinned: no copy
+      BlockView v;
+      v.owner_ = this;
+      v.record_ = fr.rec;
+      v.data_ = std::span<const std::byte>(fr.buf, fr.size);
+      v.crc_ = fr.crc;
+      *fr.view = std::move(v);
+    } else if (hit) {  // not promoted (no room, or a race): a copy the view owns
+      BlockView v;
+      v.owned_.reset(new std::byte[fr.size]);
+      std::memcpy(v.owned_.get(), fr.buf, fr.size);
+      v.data_ = std::span<const std::byte>(v.owned_.get(), fr.size);
+      v.crc_ = fr.crc;
+      *fr.view = std::move(v);
+    } else if (retry) {
+      if (fr.op) moved.push_back(fr.op);
+      if (fr.view) moved_views.push_back(i);
+    } else if (fr.op || fr.view) {
+      if (fr.op) fr.op->status = Status::NotFound();
+      if (fr.view) *fr.view = Status::NotFound();
       c_.misses.fetch_add(1, std::memory_order_relaxed);
     }
+    if (hit) {
+      c_.flash_hits.fetch_add(1, std::memory_order_relaxed);
+      get_flash_hist_.Record(NowNanos() - fr.start_ns);
+    }
     if (promoted) {
-      dram_->Unpin(fr.rec);
+      if (!fr.view) dram_->Unpin(fr.rec);
       c_.promotions.fetch_add(1, std::memory_order_relaxed);
       if (!copy_out) c_.prefetched.fetch_add(1, std::memory_order_relaxed);
     } else if (fr.rec != kNoRecord) {
@@ -881,6 +907,11 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     for (GetOp* op : moved) again.push_back(*op);
     GetBatchAttempt(again, attempt + 1);
     for (size_t i = 0; i < moved.size(); ++i) *moved[i] = std::move(again[i]);
+  }
+  for (size_t i : moved_views) {  // the block moved while it was read: look it up again
+    std::vector<BlockKey> key{reads[i].key};
+    std::vector<size_t> size{reads[i].size};
+    ReadUnpinned(key, size, std::span<Result<BlockView>>(reads[i].view, 1));
   }
 }
 
@@ -940,26 +971,70 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
 }
 
 void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) {
-  // DRAM hits are pinned in place; the rest are read together.
-  std::vector<BlockKey> rest;
-  std::vector<size_t> sizes, at;
+  // One lookup a key: a DRAM hit is pinned in place; a flash hit is read into a new DRAM
+  // record, which is published (promoted) and handed out pinned: no copy, and (a few keys
+  // at a time) no heap allocation.
+  constexpr size_t kInline = 8;
+  FlashRead inline_reads[kInline];
+  std::vector<FlashRead> many;
+  if (keys.size() > kInline) many.reserve(keys.size());
+  size_t nreads = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    size_t size = 0;
-    BlockView view = PinResident(keys[i], &size);
-    if (view.owner_) {
-      out[i] = std::move(view);
-      continue;
+    const BlockKey& key = keys[i];
+    uint64_t t0 = NowNanos();
+    c_.gets.fetch_add(1, std::memory_order_relaxed);
+    Index::Shard& shard = index_.ShardFor(key);
+    BlockView view;
+    FlashRead fr;
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      IndexEntry* e = shard.Find(key);
+      if (e && !e->in_dram() && !FlashValidLocked(*e)) {
+        shard.Erase(e);  // its region was evicted
+        e = nullptr;
+      }
+      if (e && e->in_dram()) {
+        uint32_t id = e->aux;
+        dram_->Pin(id);
+        view.owner_ = this;
+        view.record_ = id;
+        view.data_ = std::span<const std::byte>(dram_->Data(id), e->size());
+        view.crc_ = e->crc;
+      } else if (e) {
+        fr.key = key;
+        fr.page = e->flash_page();
+        fr.gen = e->aux;
+        fr.size = e->size();
+        fr.crc = e->crc;
+        fr.start_ns = t0;
+        fr.view = &out[i];
+      }
     }
-    rest.push_back(keys[i]);
-    sizes.push_back(size);
-    at.push_back(i);
+    if (view.owner_) {
+      c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+      c_.dram_bytes_out.fetch_add(view.data_.size(), std::memory_order_relaxed);
+      dram_->Touch(view.record_);
+      get_dram_hist_.Record(NowNanos() - t0);
+      Observe(key, static_cast<uint32_t>(view.data_.size()), false);
+      out[i] = std::move(view);
+    } else if (fr.view) {
+      Observe(key, fr.size, false);
+      if (keys.size() > kInline) {
+        many.push_back(fr);
+      } else {
+        inline_reads[nreads] = fr;
+      }
+      ++nreads;
+    } else {
+      out[i] = Status::NotFound();
+      c_.misses.fetch_add(1, std::memory_order_relaxed);
+      Observe(key, 0, false);
+    }
   }
-  if (rest.empty()) return;
-  std::vector<Result<BlockView>> got;
-  got.reserve(rest.size());
-  for (size_t j = 0; j < rest.size(); ++j) got.emplace_back(Status::NotFound());
-  ReadUnpinned(rest, sizes, got);
-  for (size_t j = 0; j < at.size(); ++j) out[at[j]] = std::move(got[j]);
+  if (nreads == 0) return;
+  ReadFromFlash(keys.size() > kInline ? std::span<FlashRead>(many)
+                                      : std::span<FlashRead>(inline_reads, nreads),
+                /*copy_out=*/true);
 }
 
 void TieredStore::ReadUnpinned(std::span<const BlockKey> keys, std::span<const size_t> sizes,
