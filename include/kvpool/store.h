@@ -174,8 +174,9 @@ class Store {
 
   // Copies the value into `buffer` and returns its size.
   virtual Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) = 0;
-  // A view of the value in place (DRAM hit: no copy; flash hit: read into memory the view
-  // owns). kNotFound on a miss. Counts as a use, like Get.
+  // A view of the value in place (DRAM hit: no copy; flash hit: read into a DRAM record
+  // that is promoted and viewed in place; into memory the view owns only when DRAM has no
+  // room for it). kNotFound on a miss. Counts as a use, like Get.
   virtual Result<BlockView> Read(const BlockKey& key) = 0;
   // Read without waiting for flash: a DRAM hit gives its view, a block held only on flash
   // gives kBusy (nothing counted: call Read for it where waiting is fine, as a server's
