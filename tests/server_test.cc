@@ -182,6 +182,17 @@ TEST_F(ServerTest, PutGetExistsEraseMatchOverTcp) {
   auto stats = c->ServerStats();
   ASSERT_TRUE(stats.ok());
   EXPECT_NE(stats->find("requests:"), std::string::npos) << *stats;
+  // The same as figures (what a pool's status reads): 3 blocks held, 20000-20002 bytes and
+  // 5000 in whole pages; every put and get counted.
+  auto f = c->ServerFigures();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(f->tenant_scoped);
+  EXPECT_EQ(f->dram_blocks, 2u);
+  EXPECT_EQ(f->dram_used, 5 * 4096u + 2 * 4096u);
+  EXPECT_GT(f->dram_capacity, f->dram_used);
+  EXPECT_EQ(f->puts, 4u);
+  EXPECT_GE(f->gets, 6u);
+  EXPECT_GE(f->misses, 1u);
 }
 
 TEST_F(ServerTest, BatchesLargerThanTheServerLimitAreSplit) {
@@ -576,6 +587,14 @@ TEST_F(ServerTest, TenantQuotaEvictsOnlyItsOwnBlocks) {
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("tenant a holds: dram 1048576 bytes of quota 1048576"), std::string::npos)
       << *text;
+  auto fa = a->ServerFigures();  // a tenant's figures are its own
+  ASSERT_TRUE(fa.ok()) << fa.status().ToString();
+  EXPECT_TRUE(fa->tenant_scoped);
+  EXPECT_EQ(fa->dram_used, 1048576u);
+  EXPECT_EQ(fa->dram_capacity, 1048576u);
+  EXPECT_EQ(fa->puts, 48u);
+  EXPECT_EQ(fa->gets, 49u);
+  EXPECT_EQ(fa->misses, 32u);
   auto tb = b->ServerStats();
   ASSERT_TRUE(tb.ok());
   EXPECT_NE(tb->find("tenant b holds: dram 2097152 bytes (no quota)"), std::string::npos) << *tb;

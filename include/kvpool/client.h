@@ -102,6 +102,16 @@ class Client {
   // Leading keys of `chain` the server holds, in one round trip (a probe).
   Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
   Result<std::string> ServerStats();
+  // The server's figures as numbers (what a pool's status shows per node). On a node with
+  // tenants a tenant's connection gets its own: what it holds against its quota (0: none)
+  // and its gets and hits; tenant_scoped is then true.
+  struct Figures {
+    uint64_t dram_used = 0, dram_capacity = 0, dram_blocks = 0, dram_hits = 0;
+    uint64_t flash_used = 0, flash_capacity = 0, flash_blocks = 0, flash_hits = 0;
+    uint64_t puts = 0, gets = 0, misses = 0;
+    bool tenant_scoped = false;
+  };
+  Result<Figures> ServerFigures();
   Status Ping();
   // Peer connections only: the node's blocks, hottest first (at most `max`), and its
   // leaving the pod's member list while it keeps serving (the first step of a drain).

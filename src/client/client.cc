@@ -625,9 +625,10 @@ class Client::Impl {
     return matched;
   }
 
-  Result<std::string> Text(Op op, std::string_view payload) {
+  Result<std::string> Text(Op op, std::string_view payload, uint16_t flags = 0) {
     std::string text;
     net::Header h;
+    h.flags = flags;
     h.data_len = payload.size();
     Pending p;
     p.op = op;
@@ -762,6 +763,35 @@ Result<size_t> Client::MatchPrefix(std::span<const BlockKey> chain, Deadline dea
 }
 
 Result<std::string> Client::ServerStats() { return impl_->Text(Op::kStat, {}); }
+
+Result<Client::Figures> Client::ServerFigures() {
+  auto r = impl_->Text(Op::kStat, {}, net::kStatFigures);
+  if (!r.ok()) return r.status();
+  uint32_t n = 0;
+  if (r->size() < 8 || r->compare(0, 4, "KVS1") != 0 ||
+      (std::memcpy(&n, r->data() + 4, 4), r->size() != 8 + uint64_t{n} * 8)) {
+    return Status::Internal("the server did not answer STAT with figures (an older kvpoold?)");
+  }
+  auto at = [&](uint32_t i) -> uint64_t {
+    uint64_t v = 0;
+    if (i < n) std::memcpy(&v, r->data() + 8 + uint64_t{i} * 8, 8);
+    return v;
+  };
+  Figures f;
+  f.dram_used = at(net::kDramUsed);
+  f.dram_capacity = at(net::kDramCapacity);
+  f.dram_blocks = at(net::kDramBlocks);
+  f.dram_hits = at(net::kDramHits);
+  f.flash_used = at(net::kFlashUsed);
+  f.flash_capacity = at(net::kFlashCapacity);
+  f.flash_blocks = at(net::kFlashBlocks);
+  f.flash_hits = at(net::kFlashHits);
+  f.puts = at(net::kPuts);
+  f.gets = at(net::kGets);
+  f.misses = at(net::kMisses);
+  f.tenant_scoped = at(net::kTenantScoped) != 0;
+  return f;
+}
 
 Result<std::vector<HeldBlock>> Client::ListBlocks(size_t max) {
   uint64_t n = max;

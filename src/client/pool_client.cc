@@ -33,30 +33,6 @@ struct Node {
   Clock::time_point dropped_at;
 };
 
-// Parses the node's STAT text (Store's StoreStats::ToString lines) into the status fields.
-void ParseStats(const std::string& text, PoolMemberStatus* out) {
-  unsigned long long used = 0, cap = 0, blocks = 0, hits = 0;
-  unsigned long long fused = 0, fcap = 0, fblocks = 0, fhits = 0, puts = 0, gets = 0;
-  const char* dram = std::strstr(text.c_str(), "dram: ");
-  const char* flash = std::strstr(text.c_str(), "flash: ");
-  const char* g = std::strstr(text.c_str(), "), gets ");
-  if (!dram || !flash || !g) return;
-  if (std::sscanf(dram, "dram: %llu/%llu bytes, %llu blocks, hits %llu", &used, &cap, &blocks,
-                  &hits) != 4 ||
-      std::sscanf(flash, "flash: %llu/%llu bytes, %llu blocks, hits %llu", &fused, &fcap, &fblocks,
-                  &fhits) != 4 ||
-      std::sscanf(g, "), gets %llu", &gets) != 1) {
-    return;
-  }
-  (void)puts;
-  out->stats_valid = true;
-  out->used_bytes = used + fused;
-  out->capacity_bytes = cap + fcap;
-  out->blocks = std::max(blocks, fblocks);
-  out->gets = gets;
-  out->hits = hits + fhits;
-}
-
 }  // namespace
 
 class PoolClient::Impl {
@@ -530,12 +506,19 @@ PoolStatus PoolClient::GetStatus(bool query_nodes) {
     m.capacity = n->member.capacity;
     m.in_placement = !n->dropped;
     if (query_nodes && !n->dropped) {
-      auto text = n->client->ServerStats();
-      if (text.ok()) {
+      auto f = n->client->ServerFigures();
+      if (f.ok()) {
         impl_->Success(n.get());
-        ParseStats(*text, &m);
-      } else {
+        m.stats_valid = true;
+        m.used_bytes = f->dram_used + f->flash_used;
+        m.capacity_bytes = f->dram_capacity + f->flash_capacity;
+        m.blocks = std::max(f->dram_blocks, f->flash_blocks);
+        m.gets = f->gets;
+        m.hits = f->dram_hits + f->flash_hits;
+      } else if (f.status().retryable()) {
         impl_->Failure(n.get());
+      } else {
+        impl_->Success(n.get());  // it answered, but not with figures (an older kvpoold)
       }
     }
     m.reachable = n->reachable;

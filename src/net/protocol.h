@@ -31,11 +31,30 @@ enum class Op : uint8_t {
   kExists = 4,  // meta: count x 16-byte key
   kErase = 5,   // meta: count x 16-byte key
   kMatch = 6,   // meta: count x 16-byte key (a chain); response: header.count = prefix held
-  kStat = 7,    // response data: the store's stats as text
+  kStat = 7,    // response data: the store's stats as text, or with kStatFigures as figures
   kPing = 8,    // response data: the request's data, echoed
   // Peer connections only (HELLO with kHelloPeer):
   kList = 9,    // data: u64 max; response data: count x ListedBlock, hottest first
   kLeave = 10,  // the node leaves the pod's member list and keeps serving (drain)
+};
+
+// STAT request flag: answer the figures (a "KVS1" tag, u32 count, then count x u64 in
+// StatFigure order; fields are only ever appended) instead of the text.
+inline constexpr uint16_t kStatFigures = 1;
+enum StatFigure : uint32_t {
+  kDramUsed,
+  kDramCapacity,
+  kDramBlocks,
+  kDramHits,
+  kFlashUsed,
+  kFlashCapacity,
+  kFlashBlocks,
+  kFlashHits,
+  kPuts,
+  kGets,
+  kMisses,
+  kTenantScoped,
+  kStatFigureCount
 };
 
 // Whole-request status in a response header's `flags` (low 8 bits): a Code value.

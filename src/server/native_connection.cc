@@ -663,13 +663,52 @@ void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
 
 void NativeConnection::DoStat() {
   // On a node with tenants a tenant sees its own figures only, not the store's shape.
-  std::string text = scoped_stats_
+  std::string text = hdr_.flags & net::kStatFigures ? StatFigures()
+                     : scoped_stats_
                          ? TenantStatsText()
                          : server_.store()->GetStats().ToString() + server_.GetStats().ToString();
   size_t at = AppendResponse(out_bytes_, hdr_, 0, {}, text.size());
   out_bytes_.insert(out_bytes_.end(), reinterpret_cast<const std::byte*>(text.data()),
                     reinterpret_cast<const std::byte*>(text.data()) + text.size());
   QueueOwned(at, out_bytes_.size() - at);
+}
+
+std::string NativeConnection::StatFigures() const {
+  uint64_t f[net::kStatFigureCount] = {};
+  if (scoped_stats_) {
+    TenantUsage u;
+    TenantQuota q;
+    TenantHolding(&u, &q);
+    uint64_t gets = tenant_ ? tenant_->gets.load(std::memory_order_relaxed) : 0;
+    uint64_t hits = tenant_ ? tenant_->hits.load(std::memory_order_relaxed) : 0;
+    f[net::kDramUsed] = u.dram_bytes;
+    f[net::kDramCapacity] = q.dram_bytes;
+    f[net::kFlashUsed] = u.flash_bytes;
+    f[net::kFlashCapacity] = q.flash_bytes;
+    f[net::kDramHits] = hits;  // the tiers are not told apart to a tenant
+    f[net::kPuts] = tenant_ ? tenant_->puts.load(std::memory_order_relaxed) : 0;
+    f[net::kGets] = gets;
+    f[net::kMisses] = gets - std::min(gets, hits);
+    f[net::kTenantScoped] = 1;
+  } else {
+    StoreStats s = server_.store()->GetStats();
+    f[net::kDramUsed] = s.dram.used_bytes;
+    f[net::kDramCapacity] = s.dram.capacity_bytes;
+    f[net::kDramBlocks] = s.dram.blocks;
+    f[net::kDramHits] = s.dram.hits;
+    f[net::kFlashUsed] = s.flash.used_bytes;
+    f[net::kFlashCapacity] = s.flash.capacity_bytes;
+    f[net::kFlashBlocks] = s.flash.blocks;
+    f[net::kFlashHits] = s.flash.hits;
+    f[net::kPuts] = s.puts;
+    f[net::kGets] = s.gets;
+    f[net::kMisses] = s.misses;
+  }
+  std::string out = "KVS1";
+  uint32_t n = net::kStatFigureCount;
+  out.append(reinterpret_cast<const char*>(&n), 4);
+  out.append(reinterpret_cast<const char*>(f), sizeof f);
+  return out;
 }
 
 void NativeConnection::FinishPing() {

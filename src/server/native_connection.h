@@ -72,6 +72,8 @@ class NativeConnection final : public Connection {
   friend class HoldRead;
   void DoKeys(net::Op op, std::span<const std::byte> meta);
   void DoStat();
+  // STAT with kStatFigures: the store's figures (a tenant: its own), net/protocol.h.
+  std::string StatFigures() const;
   void FinishPing();
   void StartList();
   void DoLeave();
