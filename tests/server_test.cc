@@ -729,7 +729,7 @@ TEST_F(ServerTest, ReactorsRunAtTheirOwnNiceValue) {
 
   std::string out;
   EXPECT_EQ(Daemon::RunToExit({"--reactor-nice", "-21"}, &out), 2);
-  EXPECT_NE(out.find("--reactor-nice: an integer in -20..19"), std::string::npos) << out;
+  EXPECT_NE(out.find("--reactor-nice: must be in -20..19"), std::string::npos) << out;
   EXPECT_EQ(Daemon::RunToExit({"--reactor-nice", "5x"}, &out), 2);
   EXPECT_NE(out.find("--reactor-nice"), std::string::npos) << out;
 }

@@ -59,66 +59,9 @@ With no options it starts on the embedded defaults: native protocol on
 DRAM tier a quarter of MemAvailable, flash tier kvpool-data/flash.kvpool.
 Settings apply in order: machine defaults, then --config FILE, then flags.
 
-options:
-  --config FILE          TOML file with [server], [store], [cluster], [[tenant]]
-  --data-dir DIR         lock file, socket and flash file live here (kvpool-data)
-  --listen ADDR          native TCP address, host:port ("off" to disable)
-  --resp-listen ADDR     RESP2 address, host:port ("off" to disable)
-  --metrics-listen ADDR  HTTP endpoint, host:port, e.g. 127.0.0.1:7402: Prometheus
-                         metrics at /metrics, a live page at /, JSON at /api/stats;
-                         keep it on loopback or a trusted network (default off)
-  --unix-socket PATH     same-host socket path ("off" to disable)
-  --dram SIZE            DRAM tier, e.g. 8GiB
-  --flash SIZE           flash tier size (0: DRAM only)
-  --flash-path PATH      flash file or block device
-  --max-value SIZE       largest block accepted
-  --max-batch N          items per request
-  --max-connections N    open connections allowed
-  --reactors N           event-loop threads (default: one per core)
-  --io-threads N         threads that serve gets from flash, so a reactor never waits
-                         on the device; the flash queue depth reads reach (default 0:
-                         two per reactor)
-  --max-lease SIZE       bytes held between a lookup-and-lock (LMCache) and its load,
-                         so a block found is still there when loaded (default 256MiB,
-                         at most a quarter of --dram)
-  --reactor-nice N       nice value of the reactor threads, -20..19 (default -10,
-                         so the reactors win the CPU from clients and batch jobs on the
-                         same host; needs root or CAP_SYS_NICE, else it is logged and
-                         they run at the process's priority; 0 leaves them alone)
-  --tls-cert FILE        PEM certificate chain: the native, RESP and HTTP ports speak
-                         TLS 1.3 only (the Unix socket stays plain); reloaded on SIGHUP
-  --tls-key FILE         its private key (default: in --tls-cert)
-  --tls-client-ca FILE   CA of client certificates: clients may present one, peer
-                         connections (drain, other nodes) must
-  --tls-require-client-cert
-                         mutual TLS: refuse clients without a certificate of
-                         --tls-client-ca
-  --no-prefault          do not touch the DRAM tier at start (faster start, slower
-                         first puts)
-  --flash-fresh          start with an empty flash tier (by default the blocks on the
-                         flash file or device are found again: warm restart)
-  --etcd ENDPOINTS       register in the pod's member list in etcd (host:port,..)
-  --etcd-prefix P        etcd key prefix of the members (/kvpool/members/)
-  --member-id ID         stable member name (default: the advertise address)
-  --advertise ADDR       address clients dial (default: listen host, bound port)
-  --capacity SIZE        advertised placement weight (default: DRAM + flash)
-  --labels L             topology labels, e.g. zone=z1,rack=r4,node=host7
-  --lease-ttl SECONDS    etcd lease (>= 2, default 3)
-  --kv-events ENDPOINT   publish block stored/removed events in vLLM's format on a
-                         ZeroMQ PUB socket, e.g. tcp://*:5557 (default off)
-  --kv-events-replay EP  ZeroMQ ROUTER that replays buffered batches (tcp://*:5558)
-  --kv-events-topic T    topic frame of every event message (default
-                         kv@<hostname>@kvpool: llm-d's "kv@" filter passes it)
-  --kv-events-format F   array ([ts, events, dp_rank], tagged arrays: Dynamo, llm-d;
-                         default) or map (vLLM's current msgspec classes)
-  --kv-events-medium M   medium named in events (default EXTERNAL: Dynamo's external tier)
-  --kv-events-hash H     int (vLLM's 64-bit form, default) or bytes (16-byte keys)
-  --log-level L          error, warn, info (default) or debug
-  --ready-file PATH      once listening, write {"pid":..,"port":..,"resp_port":..}
-  --print-config         print the settings that would be used, and exit
-  --help                 this text
-
-config file settings (TOML; sizes as integers or strings like "16MiB"):
+options (each but a few sets the file setting named in brackets; the flag wins):
+%s
+more settings of the file (TOML; sizes as integers or strings like "16MiB"):
 %s
   [[tenant]]  name = "a", token = "secret", namespaces = ["a/*", "shared"],
               max_connections = 64 (optional: its connections on this node),
@@ -155,8 +98,6 @@ int Fail(const std::string& msg) {
   std::fprintf(stderr, "kvpoold: %s\n(kvpoold --help for usage)\n", msg.c_str());
   return 2;
 }
-
-std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
 
 // How this node reaches etcd: the [cluster] settings, else etcdctl's environment variables.
 kvpool::Result<kvpool::cluster::EtcdAccess> EtcdAccessOf(const kvpool::server::ClusterConfig& c) {
@@ -315,134 +256,11 @@ kvpool::Result<Loaded> Load(int argc, char** argv) {
       return Bad(out.config_file + ": " + std::string(s.message()));
     }
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    auto size = [&](uint64_t* out) -> bool {
-      const char* v = value();
-      if (!v) return false;
-      auto n = kvpool::ParseSize(v);
-      if (!n.ok()) return false;
-      *out = *n;
-      return true;
-    };
-    uint64_t n = 0;
-    if (a == "--config" || a == "--data-dir") {
-      if (!value()) return Bad(a + " needs a value");
-      if (a == "--data-dir") c.data_dir = argv[i];
-    } else if (a == "--listen" || a == "--resp-listen" || a == "--metrics-listen" ||
-               a == "--unix-socket" || a == "--flash-path" || a == "--ready-file") {
-      const char* v = value();
-      if (!v) return Bad(a + " needs a value");
-      if (a == "--listen") c.server.listen = OffOr(v);
-      if (a == "--resp-listen") c.server.resp_listen = OffOr(v);
-      if (a == "--metrics-listen") c.metrics_listen = OffOr(v);
-      if (a == "--unix-socket") {
-        c.server.unix_path = OffOr(v);
-        c.unix_socket = !c.server.unix_path.empty();
-      }
-      if (a == "--flash-path") c.store.flash_path = v;
-      if (a == "--ready-file") c.ready_file = v;
-    } else if (a == "--dram") {
-      if (!size(&c.store.dram_bytes)) return Bad("--dram: a size such as 4GiB");
-    } else if (a == "--flash") {
-      if (!size(&c.store.flash_bytes)) return Bad("--flash: a size such as 16GiB, or 0");
-    } else if (a == "--max-value") {
-      if (!size(&c.store.max_value_bytes)) return Bad("--max-value: a size");
-      c.server.limits.max_value_bytes = c.store.max_value_bytes;
-    } else if (a == "--max-batch") {
-      if (!size(&n) || n == 0 || n > 65536) return Bad("--max-batch: 1..65536");
-      c.server.limits.max_batch = n;
-    } else if (a == "--max-connections") {
-      if (!size(&n) || n == 0) return Bad("--max-connections: a positive count");
-      c.server.max_connections = static_cast<unsigned>(n);
-    } else if (a == "--reactor-nice") {
-      const char* v = value();
-      char* end = nullptr;
-      long x = v ? std::strtol(v, &end, 10) : 0;
-      if (!v || *v == '\0' || *end != '\0' || x < -20 || x > 19) {
-        return Bad("--reactor-nice: an integer in -20..19");
-      }
-      c.server.reactor_nice = static_cast<int>(x);
-    } else if (a == "--max-lease") {
-      if (!size(&n)) return Bad("--max-lease: a size such as 256MiB (0: no leases)");
-      c.server.max_lease_bytes = n;
-    } else if (a == "--io-threads") {
-      if (!size(&n) || n > 1024) return Bad("--io-threads: 0..1024 (0: two per reactor)");
-      c.server.io_threads = static_cast<unsigned>(n);
-    } else if (a == "--reactors") {
-      if (!size(&n) || n > 256) return Bad("--reactors: 0..256 (0: one per core)");
-      c.server.reactors = static_cast<unsigned>(n);
-    } else if (a == "--etcd" || a == "--etcd-prefix" || a == "--member-id" || a == "--advertise") {
-      const char* v = value();
-      if (!v) return Bad(a + " needs a value");
-      if (a == "--etcd") c.cluster.etcd = v;
-      if (a == "--etcd-prefix") c.cluster.prefix = v;
-      if (a == "--member-id") c.cluster.member_id = v;
-      if (a == "--advertise") c.cluster.advertise = v;
-    } else if (a == "--kv-events" || a == "--kv-events-replay" || a == "--kv-events-topic" ||
-               a == "--kv-events-hash" || a == "--kv-events-format" || a == "--kv-events-medium") {
-      const char* v = value();
-      if (!v) return Bad(a + " needs a value");
-      if (a == "--kv-events") c.events.endpoint = v;
-      if (a == "--kv-events-replay") c.events.replay_endpoint = v;
-      if (a == "--kv-events-topic") c.events.topic = v;
-      if (a == "--kv-events-medium") c.events.medium = v;
-      if (a == "--kv-events-format") {
-        if (std::string(v) != "array" && std::string(v) != "map")
-          return Bad("--kv-events-format: array or map");
-        c.events.map_form = std::string(v) == "map";
-      }
-      if (a == "--kv-events-hash") {
-        if (std::string(v) != "int" && std::string(v) != "bytes")
-          return Bad("--kv-events-hash: int or bytes");
-        c.events.int_hashes = std::string(v) == "int";
-      }
-    } else if (a == "--capacity") {
-      if (!size(&c.cluster.capacity) || c.cluster.capacity == 0)
-        return Bad("--capacity: a size such as 64GiB");
-    } else if (a == "--lease-ttl") {
-      if (!size(&n) || n < 2 || n > 3600) return Bad("--lease-ttl: 2..3600 seconds");
-      c.cluster.lease_ttl = static_cast<unsigned>(n);
-    } else if (a == "--labels") {
-      const char* v = value();
-      if (!v) return Bad("--labels needs a value");
-      std::stringstream labels(v);
-      for (std::string kv; std::getline(labels, kv, ',');) {
-        size_t eq = kv.find('=');
-        std::string name = kv.substr(0, eq), val = eq == std::string::npos ? "" : kv.substr(eq + 1);
-        if (name == "node")
-          c.cluster.node = val;
-        else if (name == "rack")
-          c.cluster.rack = val;
-        else if (name == "zone")
-          c.cluster.zone = val;
-        else
-          return Bad("--labels: node=..,rack=..,zone=.. (got '" + kv + "')");
-      }
-    } else if (a == "--tls-cert" || a == "--tls-key" || a == "--tls-client-ca") {
-      const char* v = value();
-      if (!v) return Bad(a + " needs a file");
-      if (a == "--tls-cert") c.server.tls.cert_file = v;
-      if (a == "--tls-key") c.server.tls.key_file = v;
-      if (a == "--tls-client-ca") c.server.tls.ca_file = v;
-    } else if (a == "--tls-require-client-cert") {
-      c.server.tls.require_client_cert = true;
-    } else if (a == "--no-prefault") {
-      c.store.prefault = false;
-    } else if (a == "--flash-fresh") {
-      c.store.flash_restore = false;
-    } else if (a == "--log-level") {
-      const char* v = value();
-      auto level = v ? kvpool::log::ParseLevel(v) : std::nullopt;
-      if (!level) return Bad("--log-level: error, warn, info or debug");
-      c.log_level = *level;
-    } else if (a == "--print-config") {
-      out.print_config = true;
-    } else {
-      return Bad("unknown option '" + a + "'");
-    }
+  kvpool::server::FlagEffects effects;
+  if (auto st = kvpool::server::ApplyFlags(argc, argv, &c, &effects); !st.ok()) {
+    return Bad(std::string(st.message()));
   }
+  out.print_config = effects.print_config;
   // Derived settings.
   c.store.max_value_bytes = std::min(c.store.max_value_bytes, c.store.dram_bytes / 2);
   c.server.limits.max_value_bytes = c.store.max_value_bytes;
@@ -535,7 +353,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf(kUsage, kvpool::server::DescribeSettings().c_str());
+      std::printf(kUsage, kvpool::server::DescribeFlags().c_str(),
+                  kvpool::server::DescribeSettings().c_str());
       return 0;
     }
   }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <variant>
 #include <vector>
 
@@ -130,11 +131,15 @@ Result<bool> AsBool(const Value& v) {
 
 using Setter = std::function<Status(const Value&, DaemonConfig*)>;
 
-Setter Size(std::function<void(DaemonConfig*, uint64_t)> set, uint64_t max = ~0ull) {
-  return [set, max](const Value& v, DaemonConfig* c) -> Status {
+std::string OffOr(const std::string& v) { return v == "off" ? "" : v; }
+
+Setter Size(std::function<void(DaemonConfig*, uint64_t)> set, uint64_t max = ~0ull,
+            uint64_t min = 0) {
+  return [set, max, min](const Value& v, DaemonConfig* c) -> Status {
     auto n = AsSize(v);
     if (!n.ok()) return n.status();
     if (*n > max) return Status::InvalidArgument("at most " + std::to_string(max));
+    if (*n < min) return Status::InvalidArgument("at least " + std::to_string(min));
     set(c, *n);
     return Status::Ok();
   };
@@ -210,21 +215,23 @@ Setter Either(std::string a, std::string b, std::function<void(DaemonConfig*, bo
 const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
   static const auto* fields = new std::map<std::string, std::pair<Setter, std::string>>{
       {"server.listen",
-       {Str([](DaemonConfig* c, std::string s) { c->server.listen = s; }),
-        "native protocol TCP address (default 127.0.0.1:7400; \"\" off)"}},
+       {Str([](DaemonConfig* c, std::string s) { c->server.listen = OffOr(s); }),
+        "native protocol TCP address, host:port (default 127.0.0.1:7400; \"off\" or \"\": "
+        "none)"}},
       {"server.metrics_listen",
-       {Str([](DaemonConfig* c, std::string s) { c->metrics_listen = s == "off" ? "" : s; }),
+       {Str([](DaemonConfig* c, std::string s) { c->metrics_listen = OffOr(s); }),
         "HTTP endpoint: Prometheus metrics (/metrics), live page (/), JSON (/api/stats), "
-        "host:port, e.g. 127.0.0.1:7402 (default off)"}},
+        "host:port, e.g. 127.0.0.1:7402; keep it on loopback or a trusted network (default "
+        "off)"}},
       {"server.resp_listen",
-       {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = s; }),
-        "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"\" off)"}},
+       {Str([](DaemonConfig* c, std::string s) { c->server.resp_listen = OffOr(s); }),
+        "RESP2 (Redis protocol) address (default 127.0.0.1:7401; \"off\" or \"\": none)"}},
       {"server.unix_socket",
        {Str([](DaemonConfig* c, std::string s) {
-          c->server.unix_path = s;
-          c->unix_socket = !s.empty();
+          c->server.unix_path = OffOr(s);
+          c->unix_socket = !c->server.unix_path.empty();
         }),
-        "same-host socket (default <data_dir>/kvpoold.sock; \"\" off)"}},
+        "same-host socket path (default <data_dir>/kvpoold.sock; \"off\" or \"\": none)"}},
       {"server.data_dir",
        {Str([](DaemonConfig* c, std::string s) { c->data_dir = s; }),
         "directory for the lock, socket and flash file (default kvpool-data)"}},
@@ -245,7 +252,8 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
        {Int([](DaemonConfig* c, long long n) { c->server.reactor_nice = int(n); }, -20, 19),
         "nice value of the reactor threads, -20..19 (default -10; 0 leaves them alone)"}},
       {"server.max_connections",
-       {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20),
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.max_connections = unsigned(n); }, 1 << 20,
+             1),
         "connections beyond this are closed at accept (default 1024)"}},
       {"server.handshake_timeout_ms",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.handshake_timeout_ms = unsigned(n); },
@@ -277,7 +285,7 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
        {Bool([](DaemonConfig* c, bool b) { c->server.tls.require_client_cert = b; }),
         "refuse clients without a certificate of tls_client_ca: mutual TLS (default false)"}},
       {"server.max_batch",
-       {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536),
+       {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_batch = n; }, 65536, 1),
         "items per request (default 1024)"}},
       {"server.max_request_bytes",
        {Size([](DaemonConfig* c, uint64_t n) { c->server.limits.max_request_bytes = n; }),
@@ -336,9 +344,7 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
       {"cluster.zone",
        {Str([](DaemonConfig* c, std::string s) { c->cluster.zone = s; }), "topology label: zone"}},
       {"cluster.lease_ttl",
-       {Size([](DaemonConfig* c,
-                uint64_t n) { c->cluster.lease_ttl = unsigned(std::max<uint64_t>(n, 2)); },
-             3600),
+       {Size([](DaemonConfig* c, uint64_t n) { c->cluster.lease_ttl = unsigned(n); }, 3600, 2),
         "etcd lease seconds (>= 2); a dead node leaves the member list after this (default 3)"}},
       {"events.endpoint",
        {Str([](DaemonConfig* c, std::string s) { c->events.endpoint = s; }),
@@ -463,7 +469,184 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
   return *fields;
 }
 
+// The flags: each sets one setting of Fields() (its parser, range and help), or, for the
+// few that have no place in the file, does its own thing. The order is --help's.
+struct Flag {
+  const char* name;
+  const char* arg;                     // what it takes, for --help; "" for a switch
+  const char* key;                     // the setting it sets; "" for a flag of its own
+  const char* switch_value = nullptr;  // a switch sets its setting to this ("true", "false")
+  const char* help = "";               // a flag of its own: what it does
+  std::function<Status(const std::string&, DaemonConfig*, FlagEffects*)> own = nullptr;
+};
+
+const std::vector<Flag>& Flags() {
+  static const auto* flags = new std::vector<Flag>{
+      {"--config", "FILE", "", nullptr,
+       "TOML file with [server], [store], [cluster], [events] and [[tenant]] tables (below); "
+       "flags given too override it",
+       [](const std::string&, DaemonConfig*, FlagEffects*) { return Status::Ok(); }},
+      {"--data-dir", "DIR", "server.data_dir"},
+      {"--listen", "ADDR", "server.listen"},
+      {"--resp-listen", "ADDR", "server.resp_listen"},
+      {"--metrics-listen", "ADDR", "server.metrics_listen"},
+      {"--unix-socket", "PATH", "server.unix_socket"},
+      {"--dram", "SIZE", "store.dram_bytes"},
+      {"--flash", "SIZE", "store.flash_bytes"},
+      {"--flash-path", "PATH", "store.flash_path"},
+      {"--flash-fresh", "", "store.flash_restore", "false",
+       "start with an empty flash tier (by default the blocks on the flash file or device "
+       "are found again: warm restart)"},
+      {"--no-prefault", "", "store.prefault", "false",
+       "do not touch the DRAM tier at start (a faster start, slower first puts)"},
+      {"--max-value", "SIZE", "store.max_value_bytes"},
+      {"--max-batch", "N", "server.max_batch"},
+      {"--max-connections", "N", "server.max_connections"},
+      {"--reactors", "N", "server.reactors"},
+      {"--io-threads", "N", "server.io_threads"},
+      {"--max-lease", "SIZE", "server.max_lease_bytes"},
+      {"--reactor-nice", "N", "server.reactor_nice"},
+      {"--tls-cert", "FILE", "server.tls_cert"},
+      {"--tls-key", "FILE", "server.tls_key"},
+      {"--tls-client-ca", "FILE", "server.tls_client_ca"},
+      {"--tls-require-client-cert", "", "server.tls_require_client_cert", "true"},
+      {"--etcd", "ENDPOINTS", "cluster.etcd"},
+      {"--etcd-prefix", "P", "cluster.prefix"},
+      {"--member-id", "ID", "cluster.member_id"},
+      {"--advertise", "ADDR", "cluster.advertise"},
+      {"--capacity", "SIZE", "cluster.capacity"},
+      {"--labels", "L", "", nullptr,
+       "topology labels, e.g. zone=z1,rack=r4,node=host7 (cluster.zone, .rack, .node)",
+       [](const std::string& v, DaemonConfig* c, FlagEffects*) -> Status {
+         std::stringstream labels(v);
+         for (std::string kv; std::getline(labels, kv, ',');) {
+           size_t eq = kv.find('=');
+           std::string name = kv.substr(0, eq);
+           std::string val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+           if (name == "node") {
+             c->cluster.node = val;
+           } else if (name == "rack") {
+             c->cluster.rack = val;
+           } else if (name == "zone") {
+             c->cluster.zone = val;
+           } else {
+             return Status::InvalidArgument("node=..,rack=..,zone=.. (got '" + kv + "')");
+           }
+         }
+         return Status::Ok();
+       }},
+      {"--lease-ttl", "SECONDS", "cluster.lease_ttl"},
+      {"--kv-events", "ENDPOINT", "events.endpoint"},
+      {"--kv-events-replay", "EP", "events.replay_endpoint"},
+      {"--kv-events-topic", "T", "events.topic"},
+      {"--kv-events-format", "F", "events.format"},
+      {"--kv-events-medium", "M", "events.medium"},
+      {"--kv-events-hash", "H", "events.hash"},
+      {"--log-level", "L", "server.log_level"},
+      {"--ready-file", "PATH", "", nullptr,
+       "once listening, write {\"pid\":..,\"port\":..,\"resp_port\":..} there",
+       [](const std::string& v, DaemonConfig* c, FlagEffects*) {
+         c->ready_file = v;
+         return Status::Ok();
+       }},
+      {"--print-config", "", "", nullptr, "print the settings that would be used, and exit",
+       [](const std::string&, DaemonConfig*, FlagEffects* e) {
+         e->print_config = true;
+         return Status::Ok();
+       }},
+      {"--help", "", "", nullptr, "this text",
+       [](const std::string&, DaemonConfig*, FlagEffects* e) {
+         e->help = true;
+         return Status::Ok();
+       }},
+  };
+  return *flags;
+}
+
+// A flag's value as the setting's parser takes it: the text, or (a setting that wants a
+// number) the number it spells.
+Status SetFromText(const Setter& set, const std::string& text, DaemonConfig* c) {
+  Status as_text = set(Value(text), c);
+  if (as_text.ok()) return as_text;
+  long long i = 0;
+  auto [iend, ierr] = std::from_chars(text.data(), text.data() + text.size(), i);
+  if (ierr == std::errc() && iend == text.data() + text.size() && !text.empty()) {
+    return set(Value(i), c);
+  }
+  double d = 0;
+  auto [dend, derr] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (derr == std::errc() && dend == text.data() + text.size() && !text.empty()) {
+    return set(Value(d), c);
+  }
+  return as_text;
+}
+
+// Wraps `text` at `width` columns, each line after the first indented by `indent`.
+std::string Wrap(const std::string& text, size_t indent, size_t width) {
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && indent + line.size() + 1 + w.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line;
+}
+
 }  // namespace
+
+Status ApplyFlags(int argc, const char* const* argv, DaemonConfig* config, FlagEffects* effects) {
+  for (int i = 1; i < argc; ++i) {
+    std::string name = argv[i];
+    if (name == "-h") name = "--help";
+    const Flag* f = nullptr;
+    for (const Flag& candidate : Flags()) {
+      if (name == candidate.name) f = &candidate;
+    }
+    if (!f) return Status::InvalidArgument("unknown option '" + name + "' (--help lists them)");
+    std::string value;
+    if (*f->arg) {
+      if (i + 1 >= argc) {
+        return Status::InvalidArgument(name + " needs a value (" + std::string(f->arg) + ")");
+      }
+      value = argv[++i];
+    }
+    Status s;
+    if (f->own) {
+      s = f->own(value, config, effects);
+    } else {
+      const Setter& set = Fields().at(f->key).first;
+      s = f->switch_value ? set(Value(std::string(f->switch_value) == "true"), config)
+                          : SetFromText(set, value, config);
+    }
+    if (!s.ok()) return Status::InvalidArgument(name + ": " + std::string(s.message()));
+  }
+  return Status::Ok();
+}
+
+std::string DescribeFlags() {
+  std::string out;
+  for (const Flag& f : Flags()) {
+    std::string head = "  " + std::string(f.name) + (*f.arg ? " " + std::string(f.arg) : "");
+    std::string help;
+    if (f.own) {
+      help = f.help;
+    } else {
+      help = *f.help ? f.help : Fields().at(f.key).second;
+      help += f.switch_value ? std::string(" (sets ") + f.key + " = " + f.switch_value + ")"
+                             : std::string(" (") + f.key + ")";
+    }
+    if (head.size() >= 25) {
+      out += head + "\n" + std::string(25, ' ');
+    } else {
+      out += head + std::string(25 - head.size(), ' ');
+    }
+    out += Wrap(help, 25, 90) + "\n";
+  }
+  return out;
+}
 
 DaemonConfig MachineDefaults(const std::string& data_dir) {
   DaemonConfig c;
@@ -586,8 +769,12 @@ Status ApplyToml(std::string_view text, DaemonConfig* config,
 std::string DescribeSettings() {
   std::string out;
   for (const auto& [name, field] : Fields()) {
-    out += "  " + name + std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') + field.second +
-           "\n";
+    bool has_flag = false;
+    for (const Flag& f : Flags()) has_flag = has_flag || (name == f.key && !f.switch_value);
+    if (has_flag) continue;  // described with its flag
+    out += "  " + name +
+           (name.size() < 27 ? std::string(27 - name.size(), ' ') : "\n" + std::string(29, ' ')) +
+           Wrap(field.second, 29, 90) + "\n";
   }
   return out;
 }

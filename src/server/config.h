@@ -58,7 +58,20 @@ DaemonConfig MachineDefaults(const std::string& data_dir);
 Status ApplyToml(std::string_view text, DaemonConfig* config,
                  std::map<std::string, std::string>* settings = nullptr);
 
-// Every setting, one per line, for --help and the startup log.
+// What a flag did that is not a setting.
+struct FlagEffects {
+  bool help = false;          // --help, -h
+  bool print_config = false;  // --print-config
+};
+
+// Applies the command line's flags (argv[1..]) to `config`: each flag sets one setting of
+// the file (the same parser, range and help) or is one of a few of its own (--config,
+// --labels, --ready-file, --print-config, --help). Errors name the flag.
+Status ApplyFlags(int argc, const char* const* argv, DaemonConfig* config, FlagEffects* effects);
+
+// --help: every flag with what it takes and does (and the setting it sets).
+std::string DescribeFlags();
+// Every setting of the file that has no flag, one per line.
 std::string DescribeSettings();
 
 }  // namespace kvpool::server

@@ -114,6 +114,88 @@ TEST(Config, SettingsAsWrittenAndTheLogLevel) {
   EXPECT_FALSE(log::ParseLevel("WARN").has_value());
 }
 
+// The flags set the file's settings through the same parsers and ranges; errors name the
+// flag; --help lists every flag (and would throw on a flag naming no setting).
+TEST(Flags, EachSetsItsSettingAndErrorsNameTheFlag) {
+  auto apply = [](std::vector<const char*> args, DaemonConfig* c, FlagEffects* e = nullptr) {
+    FlagEffects none;
+    args.insert(args.begin(), "kvpoold");
+    return ApplyFlags(static_cast<int>(args.size()), args.data(), c, e ? e : &none);
+  };
+  DaemonConfig c;
+  FlagEffects e;
+  ASSERT_TRUE(apply({"--dram",
+                     "64MiB",
+                     "--max-batch",
+                     "64",
+                     "--reactor-nice",
+                     "-5",
+                     "--listen",
+                     "off",
+                     "--resp-listen",
+                     "127.0.0.1:9",
+                     "--no-prefault",
+                     "--flash-fresh",
+                     "--tls-require-client-cert",
+                     "--labels",
+                     "zone=z1,rack=r2",
+                     "--lease-ttl",
+                     "7",
+                     "--kv-events-format",
+                     "map",
+                     "--log-level",
+                     "debug",
+                     "--print-config",
+                     "--ready-file",
+                     "/tmp/r"},
+                    &c, &e)
+                  .ok());
+  EXPECT_EQ(c.store.dram_bytes, 64 * kMiB);
+  EXPECT_EQ(c.server.limits.max_batch, 64u);
+  EXPECT_EQ(c.server.reactor_nice, -5);
+  EXPECT_EQ(c.server.listen, "");
+  EXPECT_EQ(c.server.resp_listen, "127.0.0.1:9");
+  EXPECT_FALSE(c.store.prefault);
+  EXPECT_FALSE(c.store.flash_restore);
+  EXPECT_TRUE(c.server.tls.require_client_cert);
+  EXPECT_EQ(c.cluster.zone, "z1");
+  EXPECT_EQ(c.cluster.rack, "r2");
+  EXPECT_EQ(c.cluster.lease_ttl, 7u);
+  EXPECT_TRUE(c.events.map_form);
+  EXPECT_EQ(c.log_level, log::Level::kDebug);
+  EXPECT_EQ(c.ready_file, "/tmp/r");
+  EXPECT_TRUE(e.print_config);
+  auto err = [&](std::vector<const char*> args) {
+    DaemonConfig d;
+    Status s = apply(std::move(args), &d);
+    return s.ok() ? std::string("accepted") : std::string(s.message());
+  };
+  // The file's ranges hold for the flags, and the other way round.
+  EXPECT_EQ(err({"--max-batch", "0"}), "--max-batch: at least 1");
+  EXPECT_EQ(err({"--max-batch", "70000"}), "--max-batch: at most 65536");
+  DaemonConfig d;
+  EXPECT_FALSE(ApplyToml("[server]\nmax_batch = 0\n", &d).ok());
+  EXPECT_NE(err({"--reactor-nice", "30"}).find("--reactor-nice: must be in -20..19"),
+            std::string::npos);
+  EXPECT_NE(err({"--reactor-nice", "x"}).find("--reactor-nice:"), std::string::npos);
+  EXPECT_NE(err({"--dram", "lots"}).find("--dram:"), std::string::npos);
+  EXPECT_NE(err({"--lease-ttl", "1"}).find("at least 2"), std::string::npos);
+  EXPECT_NE(err({"--kv-events-hash", "sha"}).find("\"int\" or \"bytes\""), std::string::npos);
+  EXPECT_NE(err({"--labels", "floor=3"}).find("--labels: node=..,rack=..,zone=.."),
+            std::string::npos);
+  EXPECT_EQ(err({"--listen"}), "--listen needs a value (ADDR)");
+  EXPECT_NE(err({"--bogus"}).find("unknown option '--bogus'"), std::string::npos);
+  std::string help = DescribeFlags();
+  for (const char* flag :
+       {"--dram SIZE", "--no-prefault", "--labels L", "--help", "--config FILE"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(help.find("(store.dram_bytes)"), std::string::npos);
+  std::string settings = DescribeSettings();
+  EXPECT_EQ(settings.find("store.dram_bytes"), std::string::npos) << "described with its flag";
+  EXPECT_NE(settings.find("store.region_bytes"), std::string::npos);
+}
+
 TEST(Units, ParseAndFormatSizes) {
   EXPECT_EQ(*ParseSize("4096"), 4096u);
   EXPECT_EQ(*ParseSize("64K"), 64 * kKiB);
