@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "trace.h"
+#include "workload/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view line(reinterpret_cast<const char*>(data), size);
-  auto r = kvpool::tools::ParseTraceLine(line);
+  auto r = kvpool::workload::ParseTraceLine(line);
   if (r.ok()) {
     volatile size_t n = r->hash_ids.size();
     (void)n;

@@ -30,7 +30,7 @@ fuzz() {
   local name=$1 secs=$2
   shift 2
   echo "== fuzz: $name (libFuzzer, $secs s)"
-  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Itools \
+  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
     "$@" -o "build-fuzz/$name" -lisal -lxxhash
   rm -rf "build-fuzz/corpus-$name" && cp -r "fuzz/corpus/$name" "build-fuzz/corpus-$name"
   "build-fuzz/$name" -max_total_time="$secs" -max_len=4096 "build-fuzz/corpus-$name" \
@@ -38,7 +38,7 @@ fuzz() {
   tail -1 "build-fuzz/$name.log"
 }
 mkdir -p build-fuzz
-fuzz trace 30 fuzz/trace_line_fuzz.cc tools/trace.cc src/common/status.cc
+fuzz trace 30 fuzz/trace_line_fuzz.cc src/workload/trace.cc src/common/status.cc
 fuzz request 30 fuzz/request_fuzz.cc src/net/protocol.cc src/common/crc32c.cc \
   src/common/status.cc src/common/key.cc
 fuzz resp 20 fuzz/resp_fuzz.cc src/server/resp_parser.cc

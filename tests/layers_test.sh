@@ -16,6 +16,7 @@ declare -A allowed=(
   [client]="client cluster engine net common"
   [server]="server engine net common"
   [gpu]="gpu common"
+  [workload]="workload engine common"
 )
 bad=0
 for layer in "${!allowed[@]}"; do

@@ -1,5 +1,5 @@
 // kvpool replay on the real trace (a prefix of it), and the trace parser.
-#include "replay.h"
+#include "workload/replay.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,10 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "gen_trace.h"
-#include "trace.h"
+#include "workload/gen_trace.h"
+#include "workload/trace.h"
 
-namespace kvpool::tools {
+namespace kvpool::workload {
 namespace {
 
 TEST(Trace, ParsesMooncakeLines) {
@@ -227,4 +227,4 @@ TEST(Replay, RealTracePrefixReturnsOnlyRightData) {
 }
 
 }  // namespace
-}  // namespace kvpool::tools
+}  // namespace kvpool::workload

@@ -114,7 +114,7 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
       puts.push_back(PutOp{chain[i], block, i ? chain[i - 1] : BlockKey{}, {}});
     if (Status s = c.PutBatch(puts, /*overwrite=*/true); !s.ok()) return report(s);
     // The floor under any tail figure here: how often this host takes the CPU away.
-    HostNoise noise = MeasureHostNoise(1'000'000'000ull);
+    bench::HostNoise noise = bench::MeasureHostNoise(1'000'000'000ull);
     Histogram hist;
     uint64_t end = NowNanos() + 2'000'000'000ull, count = 0;
     size_t matched = 0;

@@ -13,13 +13,13 @@
 #include "client_cli.h"
 #include "cluster_cli.h"
 #include "common/units.h"
-#include "gen_trace.h"
 #include "net_bench.h"
 #include "prestage_bench.h"
-#include "replay.h"
 #include "report.h"
 #include "top.h"
-#include "trace.h"
+#include "workload/gen_trace.h"
+#include "workload/replay.h"
+#include "workload/trace.h"
 
 namespace {
 
@@ -97,23 +97,23 @@ int Fail(const std::string& msg) {
 }
 
 // `replay --report DIR`: one replay per capacity, a summary table, then the figures.
-int ReplayReport(const std::vector<kvpool::tools::TraceRequest>& trace,
-                 kvpool::tools::ReplayOptions o, const std::string& trace_path,
+int ReplayReport(const std::vector<kvpool::workload::TraceRequest>& trace,
+                 kvpool::workload::ReplayOptions o, const std::string& trace_path,
                  const std::string& dir, const std::vector<double>& capacities,
-                 const kvpool::tools::ReplayProgress& progress) {
+                 const kvpool::workload::ReplayProgress& progress) {
   std::string points;
   uint64_t wrong = 0;
   std::printf("%-10s %10s %10s %10s %10s %10s\n", "capacity", "kvpool", "DRAM", "flash",
               "plain LRU", "offline");
   for (double f : capacities) {
     o.capacity_fraction = f;
-    auto res = kvpool::tools::RunReplay(trace, o, progress);
+    auto res = kvpool::workload::RunReplay(trace, o, progress);
     if (!res.ok()) return Fail(res.status().ToString());
     double n = res->blocks_requested ? static_cast<double>(res->blocks_requested) : 1.0;
     std::printf("%9.1f%% %10.4f %10.4f %10.4f %10.4f %10.4f\n", 100 * f, res->prefix_hit_ratio(),
                 static_cast<double>(res->dram_hits) / n, static_cast<double>(res->flash_hits) / n,
                 res->lru_prefix_hit_ratio(), static_cast<double>(res->offline_prefix_hits) / n);
-    std::string one = kvpool::tools::ReplayJson(*res, o);
+    std::string one = kvpool::workload::ReplayJson(*res, o);
     while (!one.empty() && one.back() == '\n') one.pop_back();
     points += (points.empty() ? "" : ",\n  ") + one;
     wrong += res->wrong_data;
@@ -126,7 +126,7 @@ int ReplayReport(const std::vector<kvpool::tools::TraceRequest>& trace,
     escaped += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
   std::string json = "{\"kind\":\"replay\",\"trace\":\"" + escaped + "\",\"latency_bounds_us\":[" +
                      bounds + "],\n \"points\":[\n  " + points + "]}\n";
-  auto files = kvpool::tools::WriteReport(dir, "replay", json);
+  auto files = kvpool::bench::WriteReport(dir, "replay", json);
   if (!files.ok()) return Fail(std::string(files.status().message()));
   std::printf("\nreport: %s/replay.json\n", dir.c_str());
   for (const std::string& f : *files) std::printf("figure: %s\n", f.c_str());
@@ -134,7 +134,7 @@ int ReplayReport(const std::vector<kvpool::tools::TraceRequest>& trace,
 }
 
 int Replay(int argc, char** argv) {
-  kvpool::tools::ReplayOptions o;
+  kvpool::workload::ReplayOptions o;
   std::string trace = "data/conversation_trace.jsonl", json, flash = "kvpool-data/replay-flash.img";
   std::string report;
   std::vector<double> report_capacities = {0.02, 0.05, 0.1, 0.2};
@@ -217,9 +217,9 @@ int Replay(int argc, char** argv) {
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
     o.flash_path = flash;
   }
-  auto loaded = kvpool::tools::LoadTrace(trace, requests, o.tokens_per_block);
+  auto loaded = kvpool::workload::LoadTrace(trace, requests, o.tokens_per_block);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
-  auto progress = [&](size_t done, size_t total, const kvpool::tools::ReplayResult& r) {
+  auto progress = [&](size_t done, size_t total, const kvpool::workload::ReplayResult& r) {
     if (quiet) return;
     int width = 40, filled = static_cast<int>(width * done / total);
     std::fprintf(stderr, "\r[%.*s%*s] %3zu%% %zu/%zu requests, hit ratio %.3f, %.1f s", filled,
@@ -229,19 +229,19 @@ int Replay(int argc, char** argv) {
     if (done == total) std::fputc('\n', stderr);
   };
   if (!report.empty()) return ReplayReport(*loaded, o, trace, report, report_capacities, progress);
-  auto res = kvpool::tools::RunReplay(*loaded, o, progress);
+  auto res = kvpool::workload::RunReplay(*loaded, o, progress);
   if (!res.ok()) return Fail(res.status().ToString());
-  std::fputs(kvpool::tools::ReplayTable(*res, o).c_str(), stdout);
+  std::fputs(kvpool::workload::ReplayTable(*res, o).c_str(), stdout);
   if (!json.empty()) {
     std::ofstream out(json);
-    out << kvpool::tools::ReplayJson(*res, o);
+    out << kvpool::workload::ReplayJson(*res, o);
     if (!out) return Fail("cannot write " + json);
   }
   return res->wrong_data == 0 ? 0 : 1;
 }
 
 int GenTrace(int argc, char** argv) {
-  kvpool::tools::GenOptions o;
+  kvpool::workload::GenOptions o;
   std::string out_path;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -271,7 +271,7 @@ int GenTrace(int argc, char** argv) {
       return Fail("unknown option " + a);
     }
   }
-  auto trace = kvpool::tools::GenerateTrace(o);
+  auto trace = kvpool::workload::GenerateTrace(o);
   if (!trace.ok()) return Fail(std::string(trace.status().message()));
   std::ofstream file;
   if (!out_path.empty()) {
@@ -279,7 +279,7 @@ int GenTrace(int argc, char** argv) {
     if (!file) return Fail("cannot write " + out_path);
   }
   std::ostream& out = out_path.empty() ? std::cout : file;
-  for (const auto& r : *trace) out << kvpool::tools::TraceLine(r) << '\n';
+  for (const auto& r : *trace) out << kvpool::workload::TraceLine(r) << '\n';
   out.flush();
   if (!out)
     return Fail("writing " + (out_path.empty() ? std::string("stdout") : out_path) + " failed");
@@ -297,15 +297,15 @@ int main(int argc, char** argv) {
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     std::fputs(kvpool::tools::kClientUsage, stdout);
-    std::fputs(kvpool::tools::kPrestageUsage, stdout);
+    std::fputs(kvpool::bench::kPrestageUsage, stdout);
     return 0;
   }
   if (cmd == "replay") return Replay(argc - 2, argv + 2);
   if (cmd == "gen-trace") return GenTrace(argc - 2, argv + 2);
-  if (cmd == "bench") return kvpool::tools::NetBench(argc - 2, argv + 2);
+  if (cmd == "bench") return kvpool::bench::NetBench(argc - 2, argv + 2);
   if (cmd == "cluster") return kvpool::tools::ClusterCommand(argc - 2, argv + 2);
   if (cmd == "top") return kvpool::tools::TopCommand(argc - 2, argv + 2);
-  if (cmd == "prestage-bench") return kvpool::tools::PrestageBench(argc - 2, argv + 2);
+  if (cmd == "prestage-bench") return kvpool::bench::PrestageBench(argc - 2, argv + 2);
   if (cmd == "put" || cmd == "get" || cmd == "del" || cmd == "exists" || cmd == "stat" ||
       cmd == "ping" || cmd == "match-bench") {
     return kvpool::tools::ClientCommand(cmd, argc - 2, argv + 2);
