@@ -219,6 +219,27 @@ struct Ops {
     return op.status.ok();
   }
 
+  // Each value's size without reading it (-1: not held): a get with no room, which every
+  // target answers with the size alone. Raises as batch_exists when there was no answer.
+  static std::vector<int64_t> BatchSizes(T& t, const py::iterable& keys, int timeout_ms) {
+    std::vector<BlockKey> ks = ToKeys(keys);
+    std::vector<GetOp> ops(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = t.GetBatch(ops, FromTimeout(timeout_ms));
+    }
+    if (!s.ok()) RaiseNoAnswer(s);
+    std::vector<int64_t> out;
+    for (const GetOp& op : ops) {
+      bool held = op.status.ok() || op.status.code() == Code::kBufferTooSmall;
+      if (!held && !op.status.IsNotFound() && op.status.retryable()) RaiseNoAnswer(op.status);
+      out.push_back(held ? int64_t(op.size) : -1);
+    }
+    return out;
+  }
+
   static std::vector<KeyOp> RunExists(T& t, const py::iterable& keys, int timeout_ms) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<KeyOp> ops(ks.size());
@@ -325,6 +346,17 @@ void BindOps(C& cls) {
       .def("batch_exists", &Ops<T>::BatchExists, py::arg("keys"), py::arg("timeout_ms") = 0,
            "Whether each key is held; raises kvpool.Unavailable or kvpool.Timeout when the "
            "server (a Pool: every member) did not answer.")
+      .def("batch_sizes", &Ops<T>::BatchSizes, py::arg("keys"), py::arg("timeout_ms") = 0,
+           "Each value's size in bytes without reading it, -1 for a key not held; raises "
+           "kvpool.Unavailable or kvpool.Timeout when the server did not answer.")
+      .def(
+          "size",
+          [](T& t, const py::handle& key, int timeout_ms) -> py::object {
+            int64_t n = Ops<T>::BatchSizes(t, py::make_tuple(key), timeout_ms)[0];
+            return n < 0 ? py::object(py::none()) : py::object(py::int_(n));
+          },
+          py::arg("key"), py::arg("timeout_ms") = 0,
+          "The value's size in bytes without reading it, or None; raises as exists().")
       .def("exists", &Ops<T>::Exists, py::arg("key"), py::arg("timeout_ms") = 0,
            "Whether the key is held; raises kvpool.Unavailable or kvpool.Timeout when its "
            "server did not answer (never False for a server that is down).");
@@ -397,18 +429,51 @@ PYBIND11_MODULE(_kvpool, m) {
   py::class_<StoreFace> store(m, "Store",
                               "The embedded tiered store (DRAM + optional flash file).");
   store
-      .def(py::init([](uint64_t dram_bytes, const std::string& flash_path, uint64_t flash_bytes) {
+      .def(py::init([](uint64_t dram_bytes, const std::string& flash_path, uint64_t flash_bytes,
+                       uint64_t max_value_bytes, uint64_t region_bytes,
+                       const std::string& admission, bool prefault, bool huge_pages,
+                       const py::object& reuse_bonus, bool flash_restore) {
              StoreOptions o;
              o.dram_bytes = dram_bytes;
              o.flash_path = flash_path;
              o.flash_bytes = flash_bytes;
-             o.max_value_bytes = std::min<uint64_t>(o.max_value_bytes, dram_bytes / 2);
+             o.max_value_bytes = max_value_bytes
+                                     ? max_value_bytes
+                                     : std::min<uint64_t>(o.max_value_bytes, dram_bytes / 2);
+             if (region_bytes) o.region_bytes = region_bytes;
+             if (admission == "budget") {
+               o.admission = Admission::kBudget;
+             } else if (admission == "probation") {
+               o.admission = Admission::kProbation;
+             } else if (admission == "all") {
+               o.admission = Admission::kAll;
+             } else {
+               throw py::value_error("admission: \"budget\", \"probation\" or \"all\"");
+             }
+             o.prefault = prefault;
+             o.huge_pages = huge_pages;
+             o.flash_restore = flash_restore;
+             if (py::isinstance<py::str>(reuse_bonus)) {
+               if (reuse_bonus.cast<std::string>() != "auto")
+                 throw py::value_error("reuse_bonus: \"auto\" or a number");
+               o.reuse_bonus = StoreOptions::kReuseBonusAuto;
+             } else {
+               o.reuse_bonus = reuse_bonus.cast<double>();
+             }
              auto s = Store::Open(o);
              Check(s.status());
              return StoreFace{std::move(s).value()};
            }),
            py::arg("dram_bytes") = 256ull << 20, py::arg("flash_path") = "",
-           py::arg("flash_bytes") = 1ull << 30)
+           py::arg("flash_bytes") = 1ull << 30, py::arg("max_value_bytes") = 0,
+           py::arg("region_bytes") = 0, py::arg("admission") = "budget",
+           py::arg("prefault") = false, py::arg("huge_pages") = true,
+           py::arg("reuse_bonus") = py::str("auto"), py::arg("flash_restore") = true,
+           "The engine's options (docs/ENGINE.md): max_value_bytes (0: the default, at most "
+           "half the DRAM tier), region_bytes (0: 16 MiB), admission (\"budget\", "
+           "\"probation\", \"all\"), prefault, huge_pages, reuse_bonus (\"auto\" or "
+           "store-fulls per past use), flash_restore (find the blocks already on flash_path). "
+           "Bad options raise ValueError saying which.")
       .def("match_prefix",
            [](StoreFace& s, const py::iterable& keys) {
              auto ks = ToKeys(keys);

@@ -107,6 +107,28 @@ class Embedded(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.s.batch_get(["a", "b"], [bytearray(1)])
 
+    def test_sizes_without_reading_and_the_engines_options(self):
+        self.s.put("sized", b"x" * 12345)
+        self.assertEqual(self.s.size("sized"), 12345)
+        self.assertIsNone(self.s.size("absent"))
+        self.assertEqual(self.s.batch_sizes(["sized", "absent"]), [12345, -1])
+        d = tempfile.mkdtemp(prefix="kvpool-py-")
+        try:
+            s = kvpool.Store(dram_bytes=8 << 20, flash_path=os.path.join(d, "f.img"),
+                             flash_bytes=32 << 20, max_value_bytes=1 << 20,
+                             region_bytes=1 << 20, admission="all", reuse_bonus=0.5)
+            for i in range(40):  # 10 MiB through 8 MiB of DRAM: some on flash
+                self.assertEqual(s.put("b%d" % i, bytes([i]) * 256000), "OK")
+            self.assertIn("demotions", s.stats())
+            self.assertEqual(s.batch_sizes(["b0", "b39", "nope"]), [256000, 256000, -1])
+            self.assertNotEqual(s.put("big", b"x" * (2 << 20)), "OK")  # over max_value_bytes
+            with self.assertRaisesRegex(ValueError, "admission"):
+                kvpool.Store(dram_bytes=8 << 20, admission="some")
+            with self.assertRaises(Exception):  # the engine's own check: says why
+                kvpool.Store(dram_bytes=8 << 20, region_bytes=1000)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
     @unittest.skipIf(torch is None, "python3-torch not installed")
     def test_torch_tensors(self):
         t = torch.arange(8192, dtype=torch.float16)
@@ -122,6 +144,9 @@ class AgainstKvpoold(KvpooldTestCase):
     def test_client_batches_match_prefix_and_stats(self):
         c = kvpool.Client(self.d.address, namespace="py")
         self.assertTrue(c.ping())
+        self.assertEqual(c.put("sized", b"y" * 7777), "OK")
+        self.assertEqual(c.size("sized"), 7777)  # no value bytes cross the wire
+        self.assertEqual(c.batch_sizes(["sized", "absent"]), [7777, -1])
         keys = kvpool.chain_keys("py", list(range(16 * 32)), 16)
         values = [np.full(65536, i, np.uint8) for i in range(32)]
         self.assertEqual(c.batch_put(keys[:20], values[:20]), ["OK"] * 20)
