@@ -110,33 +110,42 @@ void DramTier::Doom(uint32_t id) {
   if (prev == 0) Free(id);
 }
 
-void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
+void DramTier::ListPushFront(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next) {
   Record& r = records_[id];
-  r.queue = q;
-  r.link_seq = ++link_counter_;
-  r.prev = kNoRecord;
-  r.next = l.head;
-  if (l.head != kNoRecord) records_[l.head].prev = id;
+  r.*prev = kNoRecord;
+  r.*next = l.head;
+  if (l.head != kNoRecord) records_[l.head].*prev = id;
   l.head = id;
   if (l.tail == kNoRecord) l.tail = id;
   l.pages += r.pages;
   ++l.count;
 }
 
-void DramTier::RemoveLocked(List& l, uint32_t id) {
+void DramTier::ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next) {
   Record& r = records_[id];
-  if (r.prev != kNoRecord)
-    records_[r.prev].next = r.next;
+  if (r.*prev != kNoRecord)
+    records_[r.*prev].*next = r.*next;
   else
-    l.head = r.next;
-  if (r.next != kNoRecord)
-    records_[r.next].prev = r.prev;
+    l.head = r.*next;
+  if (r.*next != kNoRecord)
+    records_[r.*next].*prev = r.*prev;
   else
-    l.tail = r.prev;
-  r.prev = r.next = kNoRecord;
-  r.queue = kNone;
+    l.tail = r.*prev;
+  r.*prev = r.*next = kNoRecord;
   l.pages -= r.pages;
   --l.count;
+}
+
+void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
+  Record& r = records_[id];
+  r.queue = q;
+  r.link_seq = ++link_counter_;
+  ListPushFront(l, id, &Record::prev, &Record::next);
+}
+
+void DramTier::RemoveLocked(List& l, uint32_t id) {
+  ListRemove(l, id, &Record::prev, &Record::next);
+  records_[id].queue = kNone;
 }
 
 void DramTier::Link(uint32_t id, bool main) {
@@ -157,33 +166,15 @@ void DramTier::Link(uint32_t id, bool main) {
 void DramTier::PushTenantLocked(uint32_t id) {
   Record& r = records_[id];
   if (r.tenant == 0 || r.tenant_linked) return;
-  List& l = tenant_lists_[r.tenant];
   r.tenant_linked = true;
-  r.tprev = kNoRecord;
-  r.tnext = l.head;
-  if (l.head != kNoRecord) records_[l.head].tprev = id;
-  l.head = id;
-  if (l.tail == kNoRecord) l.tail = id;
-  l.pages += r.pages;
-  ++l.count;
+  ListPushFront(tenant_lists_[r.tenant], id, &Record::tprev, &Record::tnext);
 }
 
 void DramTier::RemoveTenantLocked(uint32_t id) {
   Record& r = records_[id];
   if (!r.tenant_linked) return;
-  List& l = tenant_lists_[r.tenant];
-  if (r.tprev != kNoRecord)
-    records_[r.tprev].tnext = r.tnext;
-  else
-    l.head = r.tnext;
-  if (r.tnext != kNoRecord)
-    records_[r.tnext].tprev = r.tprev;
-  else
-    l.tail = r.tprev;
-  r.tprev = r.tnext = kNoRecord;
   r.tenant_linked = false;
-  l.pages -= r.pages;
-  --l.count;
+  ListRemove(tenant_lists_[r.tenant], id, &Record::tprev, &Record::tnext);
 }
 
 void DramTier::PushMainLocked(uint32_t id) {

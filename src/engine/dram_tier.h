@@ -165,6 +165,10 @@ class DramTier {
   };
   DramTier(std::unique_ptr<mem::Arena> arena, uint32_t pages, uint32_t max_records,
            double probation_fraction, bool probation, uint64_t bonus_pages);
+  // A doubly linked list through a record's (prev, next) pair of links: the queues' or the
+  // tenant's.
+  void ListPushFront(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
+  void ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
   // The record's tenant list (no-op for tenant 0, or if already in / not in it).

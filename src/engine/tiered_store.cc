@@ -922,6 +922,24 @@ Result<size_t> TieredStore::Get(const BlockKey& key, std::span<std::byte> buffer
   return op.size;
 }
 
+BlockView TieredStore::PinLocked(const IndexEntry& e) {
+  BlockView view;
+  dram_->Pin(e.aux);
+  view.owner_ = this;
+  view.record_ = e.aux;
+  view.data_ = std::span<const std::byte>(dram_->Data(e.aux), e.size());
+  view.crc_ = e.crc;
+  return view;
+}
+
+void TieredStore::CountDramHit(const BlockKey& key, const BlockView& view, uint64_t t0) {
+  c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
+  c_.dram_bytes_out.fetch_add(view.data_.size(), std::memory_order_relaxed);
+  dram_->Touch(view.record_);
+  get_dram_hist_.Record(NowNanos() - t0);
+  Observe(key, static_cast<uint32_t>(view.data_.size()), false);
+}
+
 // The DRAM part of a read: a pinned view of a resident block, or (view empty) the size
 // of a flash-only copy in *flash_size (0: not held).
 BlockView TieredStore::PinResident(const BlockKey& key, size_t* flash_size) {
@@ -933,23 +951,14 @@ BlockView TieredStore::PinResident(const BlockKey& key, size_t* flash_size) {
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (e && e->in_dram()) {
-      uint32_t id = e->aux;
-      dram_->Pin(id);
-      view.owner_ = this;
-      view.record_ = id;
-      view.data_ = std::span<const std::byte>(dram_->Data(id), e->size());
-      view.crc_ = e->crc;
+      view = PinLocked(*e);
     } else if (e) {
       *flash_size = e->size();
     }
   }
   if (view.owner_) {
     c_.gets.fetch_add(1, std::memory_order_relaxed);
-    c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
-    c_.dram_bytes_out.fetch_add(view.data_.size(), std::memory_order_relaxed);
-    dram_->Touch(view.record_);
-    get_dram_hist_.Record(NowNanos() - t0);
-    Observe(key, static_cast<uint32_t>(view.data_.size()), false);
+    CountDramHit(key, view, t0);
   }
   return view;
 }
@@ -994,12 +1003,7 @@ void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Blo
         e = nullptr;
       }
       if (e && e->in_dram()) {
-        uint32_t id = e->aux;
-        dram_->Pin(id);
-        view.owner_ = this;
-        view.record_ = id;
-        view.data_ = std::span<const std::byte>(dram_->Data(id), e->size());
-        view.crc_ = e->crc;
+        view = PinLocked(*e);
       } else if (e) {
         fr.key = key;
         fr.page = e->flash_page();
@@ -1011,11 +1015,7 @@ void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Blo
       }
     }
     if (view.owner_) {
-      c_.dram_hits.fetch_add(1, std::memory_order_relaxed);
-      c_.dram_bytes_out.fetch_add(view.data_.size(), std::memory_order_relaxed);
-      dram_->Touch(view.record_);
-      get_dram_hist_.Record(NowNanos() - t0);
-      Observe(key, static_cast<uint32_t>(view.data_.size()), false);
+      CountDramHit(key, view, t0);
       out[i] = std::move(view);
     } else if (fr.view) {
       Observe(key, fr.size, false);

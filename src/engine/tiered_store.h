@@ -101,6 +101,10 @@ class TieredStore final : public Store {
   // then answered Exists without allocating.
   bool HeldAlready(const BlockKey& key, size_t size);
   BlockView PinResident(const BlockKey& key, size_t* flash_size);
+  // REQUIRES: the shard lock of e, which is in DRAM. A view of its record, pinned.
+  BlockView PinLocked(const IndexEntry& e);
+  // A DRAM hit handed out as `view`: counted, a use, its latency since t0, the tuner told.
+  void CountDramHit(const BlockKey& key, const BlockView& view, uint64_t t0);
   void ReadUnpinned(std::span<const BlockKey> keys, std::span<const size_t> sizes,
                     std::span<Result<BlockView>> out);
   // A DRAM record for `size` bytes, evicting as needed. `may_write`: eviction may write
