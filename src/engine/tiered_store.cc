@@ -49,6 +49,7 @@ Status TieredStore::Recover() {
   // Ascending sequence: a later copy of a key replaces an earlier one (same bytes: a
   // rewrite or a compaction move whose old copy's death had not reached the device).
   for (const FlashLog::Recovered& r : found) {
+    if (r.tenant) tenants_seen_.store(true, std::memory_order_relaxed);
     Index::Shard& shard = index_.ShardFor(r.key);
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(r.key);
@@ -101,7 +102,7 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
   // region was taken: a stale entry the sweep finds).
   index_.set_listener(options.listener, [this](const IndexEntry& e) -> uint16_t {
     if (e.in_dram()) return dram_->rec(e.aux).tenant;
-    return e.on_flash() && flash_ ? flash_->TenantAt(e.flash_page(), e.aux) : 0;
+    return e.on_flash() ? TenantOnFlash(e.flash_page(), e.aux) : 0;
   });
   if (options_.background_mover) mover_ = std::thread([this] { MoverLoop(); });
 }
@@ -675,6 +676,9 @@ Result<Reservation> TieredStore::Reserve(const BlockKey& key, size_t size,
   if (key.empty()) return Status::InvalidArgument("the zero key is reserved");
   if (!options.overwrite && HeldAlready(key, size)) return Status::Exists();
   if (options.tenant >= kMaxTenants) return Status::InvalidArgument("tenant id out of range");
+  if (options.tenant && !tenants_seen_.load(std::memory_order_relaxed)) {
+    tenants_seen_.store(true, std::memory_order_relaxed);
+  }
   s = MakeTenantRoom(options.tenant, static_cast<uint32_t>(size));
   if (!s.ok()) {
     c_.put_rejected.fetch_add(1, std::memory_order_relaxed);
@@ -800,7 +804,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     FlashRead& fr = reads[i];
     // Promoted into DRAM, charged to the block's tenant; a tenant at its DRAM quota reads
     // its flash blocks without promoting them.
-    uint16_t tenant = flash_->TenantAt(fr.page, fr.gen);
+    uint16_t tenant = TenantOnFlash(fr.page, fr.gen);
     fr.rec = OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
                  ? kNoRecord
                  : AllocateRecord(fr.size, /*may_write=*/false, tenant);

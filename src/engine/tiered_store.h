@@ -122,6 +122,12 @@ class TieredStore final : public Store {
   // After demotions for `tenant`: releases its oldest flash blocks while it is over its
   // flash quota.
   void EnforceFlashQuota(uint16_t tenant);
+  // The tenant of the flash block at (page, gen): a look into the flash log under its
+  // lock, skipped (0) while no block was ever stored for a tenant.
+  uint16_t TenantOnFlash(uint32_t page, uint32_t gen) const {
+    if (!flash_ || !tenants_seen_.load(std::memory_order_relaxed)) return 0;
+    return flash_->TenantAt(page, gen);
+  }
   bool OverDramQuota(uint16_t tenant, uint64_t more) const {
     uint64_t q = tenant ? dram_quota_[tenant].load(std::memory_order_relaxed) : 0;
     return q != 0 && dram_->tenant_bytes(tenant) + more > q;
@@ -196,6 +202,7 @@ class TieredStore final : public Store {
   const uint64_t free_target_bytes_;
   // kMaxTenants each: bytes allowed (0: no limit).
   std::unique_ptr<std::atomic<uint64_t>[]> dram_quota_, flash_quota_;
+  std::atomic<bool> tenants_seen_{false};  // a block was stored (or found) with a tenant
 
   mutable Counters c_;
   Histogram put_hist_, get_dram_hist_, get_flash_hist_;
