@@ -12,6 +12,14 @@
 namespace kvpool::server {
 namespace {
 
+Tenant MakeTenant(std::string name, std::string token, std::vector<std::string> namespaces) {
+  Tenant t;
+  t.name = std::move(name);
+  t.token = std::move(token);
+  t.namespaces = std::move(namespaces);
+  return t;
+}
+
 TEST(Config, TomlOverridesDefaults) {
   DaemonConfig c = MachineDefaults("d");
   EXPECT_GE(c.store.dram_bytes, 64 * kMiB);
@@ -228,7 +236,7 @@ TEST(Tenants, QuotasParseAndIdsDependOnNamesOnly) {
   EXPECT_NE(err(head + head).find("two tenants named 'a'"), std::string::npos);
   // Ids: non-zero, distinct, and the same whatever order the tenants are listed in.
   std::vector<Tenant> list;
-  for (int i = 0; i < 300; ++i) list.push_back(Tenant{"t" + std::to_string(i), "s", {"n"}});
+  for (int i = 0; i < 300; ++i) list.push_back(MakeTenant("t" + std::to_string(i), "s", {"n"}));
   Tenants forward(list);
   std::reverse(list.begin(), list.end());
   Tenants backward(list);
@@ -250,7 +258,7 @@ TEST(Tenants, QuotasParseAndIdsDependOnNamesOnly) {
 TEST(Tenants, TokensOpenOnlyTheirNamespaces) {
   Tenants open;
   EXPECT_TRUE(open.Authorize("", "anything").ok());
-  Tenants t({Tenant{"a", "sa", {"a/*", "shared"}}, Tenant{"b", "sb", {"b"}}});
+  Tenants t({MakeTenant("a", "sa", {"a/*", "shared"}), MakeTenant("b", "sb", {"b"})});
   EXPECT_TRUE(t.Authorize("sa", "a/llama").ok());
   EXPECT_TRUE(t.Authorize("sa", "shared").ok());
   EXPECT_EQ(t.Authorize("sa", "b").code(), Code::kRefused);

@@ -193,7 +193,7 @@ TEST(KvEvents, EachTenantHearsOnlyItsOwnBlocks) {
   ASSERT_TRUE(pub.ok()) << pub.status().ToString();
   void* ctx = zmq_ctx_new();
   struct Sub {
-    void* sock;
+    void* sock = nullptr;
     std::multiset<uint64_t> stored, removed;  // hashes (key.lo)
     int64_t first_seq = -1, last_seq = -1;
     bool gap = false;
@@ -205,7 +205,8 @@ TEST(KvEvents, EachTenantHearsOnlyItsOwnBlocks) {
     int timeout = 20;
     zmq_setsockopt(sock, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
     ASSERT_EQ(zmq_connect(sock, ep.c_str()), 0);
-    subs.push_back({sock});
+    subs.emplace_back();
+    subs.back().sock = sock;
   }
   auto drain = [&](int ms) {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
