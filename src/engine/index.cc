@@ -38,9 +38,11 @@ Index::Index(uint64_t capacity, unsigned shards, bool prefault) {
 }
 
 thread_local uint64_t Index::Shard::finds_ = 0;
+std::atomic<bool> Index::Shard::counting_{false};
 
 IndexEntry* Index::Shard::Find(const BlockKey& key) {
-  ++finds_;
+  if (counting_.load(std::memory_order_relaxed)) [[unlikely]]
+    ++finds_;
   for (size_t i = Home(key.lo);; i = Next(i)) {
     IndexEntry& e = slots_[i];
     if (e.key == key) return &e;

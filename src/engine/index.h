@@ -10,6 +10,7 @@
 #ifndef KVPOOL_ENGINE_INDEX_H_
 #define KVPOOL_ENGINE_INDEX_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,7 +61,10 @@ class Index {
     std::mutex mu;
     // REQUIRES: mu held.
     IndexEntry* Find(const BlockKey& key);
-    // Finds made by this thread so far (tests count the lookups a read costs).
+    // Finds made by this thread while counting is on (tests count the lookups a read
+    // costs). Off, a Find pays one load of a flag: no thread-local access, which in
+    // position-independent code is a call.
+    static void CountFinds(bool on) { counting_.store(on, std::memory_order_relaxed); }
     static uint64_t finds_on_this_thread() { return finds_; }
     // Starts loading key's home slot into cache, for a Find soon after (batched lookups
     // overlap their cache misses). REQUIRES: mu held.
@@ -80,13 +84,14 @@ class Index {
 
    private:
     friend class Index;
-    StoreListener* listener_ = nullptr;  // told of every erased key
-    const std::function<uint16_t(const IndexEntry&)>* tenant_of_ = nullptr;
     void Grow();
+    // What a lookup reads first, beside the mutex; then what erases and growth use.
     // The table: a slice of the index's first mapping until the shard grows, then a
     // mapping of its own (table_). Fresh anonymous memory is zero: every slot empty.
     IndexEntry* slots_ = nullptr;
     size_t capacity_ = 0;
+    StoreListener* listener_ = nullptr;  // told of every erased key
+    const std::function<uint16_t(const IndexEntry&)>* tenant_of_ = nullptr;
     std::unique_ptr<mem::Arena> table_;
     // Fibonacci mix, then multiply-shift onto [0, size): keys are hashes, but a caller's
     // sequential keys must not pile onto one slot either.
@@ -97,6 +102,7 @@ class Index {
     size_t Next(size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
     size_t size_ = 0;
     static thread_local uint64_t finds_;
+    static std::atomic<bool> counting_;
   };
 
   // `prefault`: touch the first tables now. On huge pages a first touch clears 2 MiB, which

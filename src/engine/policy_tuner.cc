@@ -146,14 +146,8 @@ void PolicyTuner::OfferErase(const BlockKey& key) {
 }
 
 bool PolicyTuner::Drain() {
-  // One drain at a time (another thread draining now takes this queue too); the drained
-  // buffers go back as the next queue, so a steady state allocates nothing.
-  std::unique_lock<std::mutex> drain(drain_mu_, std::try_to_lock);
-  if (!drain.owns_lock()) return false;
-  std::vector<BlockKey>& keys = drain_keys_;
-  std::vector<Queued>& events = drain_events_;
-  keys.clear();
-  events.clear();
+  std::vector<BlockKey> keys;
+  std::vector<Queued> events;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     keys.swap(queue_keys_);

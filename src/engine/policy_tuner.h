@@ -143,9 +143,6 @@ class PolicyTuner {
   std::mutex queue_mu_;
   std::vector<BlockKey> queue_keys_;  // GUARDED_BY(queue_mu_)
   std::vector<Queued> queue_;         // GUARDED_BY(queue_mu_)
-  std::mutex drain_mu_;               // one Drain at a time; lock order: before queue_mu_
-  std::vector<BlockKey> drain_keys_;  // GUARDED_BY(drain_mu_): the queue being drained
-  std::vector<Queued> drain_events_;  // GUARDED_BY(drain_mu_)
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint32_t> queued_keys_{0};  // queue_keys_.size(), read without the lock
   std::atomic<uint64_t> epochs_{0};
