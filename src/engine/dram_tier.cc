@@ -80,8 +80,8 @@ uint32_t DramTier::Allocate(uint32_t size, uint16_t tenant) {
   r.pages = npages;
   r.size = size;
   r.flash_gen = 0;
-  r.tenant = tenant < kMaxTenants ? tenant : 0;
-  tenant_pages_[r.tenant].fetch_add(npages, std::memory_order_relaxed);
+  r.tenant = tenant;
+  if (tenant) tenant_pages_[tenant].fetch_add(npages, std::memory_order_relaxed);
   // queue, prev, next and heap_seq are the policy's (under its mutex, which may be reading
   // them now for a stale heap entry naming this id): a free record is in no queue already.
   r.freq.store(0, std::memory_order_relaxed);
@@ -93,7 +93,7 @@ uint32_t DramTier::Allocate(uint32_t size, uint16_t tenant) {
 
 void DramTier::Free(uint32_t id) {
   Record& r = records_[id];
-  tenant_pages_[r.tenant].fetch_sub(r.pages, std::memory_order_relaxed);
+  if (r.tenant) tenant_pages_[r.tenant].fetch_sub(r.pages, std::memory_order_relaxed);
   pages_.Free(r.page, r.pages);
   live_.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(free_mu_);
@@ -165,15 +165,13 @@ void DramTier::Link(uint32_t id, bool main) {
 
 void DramTier::PushTenantLocked(uint32_t id) {
   Record& r = records_[id];
-  if (r.tenant == 0 || r.tenant_linked) return;
-  r.tenant_linked = true;
+  if (r.tenant == 0) return;
   ListPushFront(tenant_lists_[r.tenant], id, &Record::tprev, &Record::tnext);
 }
 
 void DramTier::RemoveTenantLocked(uint32_t id) {
   Record& r = records_[id];
-  if (!r.tenant_linked) return;
-  r.tenant_linked = false;
+  if (r.tenant == 0) return;
   ListRemove(tenant_lists_[r.tenant], id, &Record::tprev, &Record::tnext);
 }
 
@@ -285,9 +283,10 @@ void DramTier::Unlink(uint32_t id) {
 
 void DramTier::UnlinkLocked(uint32_t id) {
   Record& r = records_[id];
+  if (r.queue == kNone) return;
   if (r.queue == kSmall)
     RemoveLocked(small_, id);
-  else if (r.queue == kMain)
+  else
     RemoveMainLocked(id);
   RemoveTenantLocked(id);
 }

@@ -57,14 +57,14 @@ struct Record {
   uint32_t prev = kNoRecord, next = kNoRecord;  // GUARDED_BY(policy mutex)
   uint8_t queue = 0;                            // GUARDED_BY(policy mutex)
   uint32_t link_seq = 0;                        // GUARDED_BY(policy mutex): when linked
-  uint32_t heap_seq = 0;       // GUARDED_BY(policy mutex): names the record's current heap entry
-  uint16_t tenant = 0;         // whose bytes (PutOptions::tenant); set by Allocate
-  bool tenant_linked = false;  // GUARDED_BY(policy mutex)
-  uint32_t tprev = kNoRecord, tnext = kNoRecord;  // GUARDED_BY(policy mutex): tenant's list
-  std::atomic<uint64_t> last_use{0};              // policy clock at the last use (or at linking)
-  std::atomic<uint8_t> freq{0};                   // uses after the first, at most 3
-  std::atomic<bool> used{false};                  // hit at least once since it entered DRAM
-  std::atomic<uint32_t> state{0};                 // pins, plus kDoomed
+  uint32_t heap_seq = 0;  // GUARDED_BY(policy mutex): names the record's current heap entry
+  uint16_t tenant = 0;    // whose bytes (PutOptions::tenant); set by Allocate
+  // GUARDED_BY(policy mutex): the tenant's list, which a queued record of a tenant is in.
+  uint32_t tprev = kNoRecord, tnext = kNoRecord;
+  std::atomic<uint64_t> last_use{0};  // policy clock at the last use (or at linking)
+  std::atomic<uint8_t> freq{0};       // uses after the first, at most 3
+  std::atomic<bool> used{false};      // hit at least once since it entered DRAM
+  std::atomic<uint32_t> state{0};     // pins, plus kDoomed
 };
 
 class DramTier {
@@ -75,7 +75,7 @@ class DramTier {
                                                   uint64_t flash_bytes = 0);
 
   // A record with room for `size` bytes (rounded up to pages), charged to `tenant`, or
-  // kNoRecord.
+  // kNoRecord. REQUIRES: tenant < kMaxTenants.
   uint32_t Allocate(uint32_t size, uint16_t tenant = 0);
   Record& rec(uint32_t id) { return records_[id]; }
   std::byte* Data(uint32_t id) {
@@ -171,7 +171,8 @@ class DramTier {
   void ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
   void PushHeadLocked(List& l, Queue q, uint32_t id);
   void RemoveLocked(List& l, uint32_t id);
-  // The record's tenant list (no-op for tenant 0, or if already in / not in it).
+  // Enter / leave the record's tenant list (no-op for tenant 0) as it enters / leaves a
+  // queue.
   void PushTenantLocked(uint32_t id);
   void RemoveTenantLocked(uint32_t id);
   // Leaves its queue and its tenant's list.
@@ -208,7 +209,9 @@ class DramTier {
   uint32_t heap_counter_ = 0;             // GUARDED_BY(policy_mu_)
   std::vector<HeapItem> heap_;            // GUARDED_BY(policy_mu_): min key on top
   std::unique_ptr<List[]> tenant_lists_;  // GUARDED_BY(policy_mu_): kMaxTenants of them
-  std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;  // kMaxTenants: pages charged
+  // kMaxTenants: pages charged (tenant 0, nobody's, is not counted: every untenanted
+  // allocation would contend on one counter).
+  std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;
   // Pages linked so far: the policy's clock. Written under policy_mu_, read by Touch.
   std::atomic<uint64_t> clock_{0};
 

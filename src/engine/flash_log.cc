@@ -238,12 +238,8 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
 
 void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector<Located>* lost) {
   if (lost) {
-    uint32_t gen = gens_[region].load(std::memory_order_relaxed);
     for (const Slot& s : slots_[region]) {
-      if (!s.dead) {
-        lost->push_back({s.key, region * pages_per_region_ + s.page, gen,
-                         static_cast<uint32_t>((uint64_t{s.size} + 4095) / 4096), s.tenant});
-      }
+      if (!s.dead) lost->push_back(Locate(region, s));
     }
   }
   // Bump before any new data is written: a reader that sees the old generation after its
@@ -317,11 +313,11 @@ void FlashLog::MaybePendingLocked(uint32_t r) {
 }
 
 void FlashLog::ChargeLocked(const Slot& s, bool add) {
-  uint64_t pages = (uint64_t{s.size} + 4095) / 4096;
+  if (s.tenant == 0) return;
   if (add) {
-    tenant_pages_[s.tenant].fetch_add(pages, std::memory_order_relaxed);
+    tenant_pages_[s.tenant].fetch_add(s.pages(), std::memory_order_relaxed);
   } else {
-    tenant_pages_[s.tenant].fetch_sub(pages, std::memory_order_relaxed);
+    tenant_pages_[s.tenant].fetch_sub(s.pages(), std::memory_order_relaxed);
   }
 }
 
@@ -374,8 +370,8 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
   ++region_blocks_[start];
   if (live_[start] == 0) empty_.fetch_sub(1, std::memory_order_relaxed);
   live_[start] += pages;
-  slots_[start].push_back({key, out->page - start * pages_per_region_, size, crc,
-                           tenant < kMaxTenants ? tenant : uint16_t{0}, /*dead=*/false});
+  slots_[start].push_back(
+      {key, out->page - start * pages_per_region_, size, crc, tenant, /*dead=*/false});
   ChargeLocked(slots_[start].back(), true);
   ++inflight_[start];
   ++ver_[start];
@@ -527,16 +523,14 @@ void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
   for (uint32_t r : order) {
     for (const Slot& s : slots_[r]) {
       if (s.dead || s.tenant != tenant) continue;
-      uint32_t pages = (s.size + 4095) / 4096;
-      out->push_back({s.key, r * pages_per_region_ + s.page,
-                      gens_[r].load(std::memory_order_relaxed), pages, s.tenant});
-      found += uint64_t{pages} * 4096;
+      out->push_back(Locate(r, s));
+      found += uint64_t{s.pages()} * 4096;
       if (found >= bytes || out->size() >= max) return;
     }
   }
 }
 
-bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Candidate>* keys) const {
+bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Located>* keys) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t best = kNone;
   for (uint32_t r = 0; r < regions_; ++r) {
@@ -552,7 +546,7 @@ bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Candidate>* key
   *region = best;
   keys->clear();
   for (const Slot& s : slots_[best]) {
-    if (!s.dead) keys->push_back({s.key, s.tenant});
+    if (!s.dead) keys->push_back(Locate(best, s));
   }
   return true;
 }

@@ -78,8 +78,9 @@ class FlashLog {
   // device at all. `*regions_evicted` counts regions this call evicted. The block (key,
   // size, CRC) enters its region's summary. Every successful Append must be followed by
   // Written once the data write is over (failed or not: a failed one is Released first).
-  // The block's pages are charged to `tenant` while it is live. `lost` (optional) gets the
-  // live blocks of the regions this call evicted (their index entries are now stale).
+  // The block's pages are charged to `tenant` (REQUIRES: < kMaxTenants) while it is live.
+  // `lost` (optional) gets the live blocks of the regions this call evicted (their index
+  // entries are now stale).
   struct Located {
     BlockKey key;
     uint32_t page = 0, gen = 0, pages = 0;
@@ -135,11 +136,7 @@ class FlashLog {
   // the least is more than 7/8 live (moving it would write more than 8x what it frees:
   // the log is full, and eviction must drop). `keys` gets the keys appended there since it was
   // entered (some since released or moved: the caller checks each against the index).
-  struct Candidate {
-    BlockKey key;
-    uint16_t tenant = 0;
-  };
-  bool CompactionCandidate(uint32_t* region, std::vector<Candidate>* keys) const;
+  bool CompactionCandidate(uint32_t* region, std::vector<Located>* keys) const;
   uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
  private:
@@ -149,8 +146,14 @@ class FlashLog {
     uint32_t size = 0, crc = 0;
     uint16_t tenant = 0;
     bool dead = false;
+    uint32_t pages() const { return (size + 4095) / 4096; }
   };
+  // The live slot `s` counts for its tenant (add) or no longer (tenant 0 is not counted).
   void ChargeLocked(const Slot& s, bool add);
+  Located Locate(uint32_t region, const Slot& s) const {
+    return {s.key, region * pages_per_region_ + s.page,
+            gens_[region].load(std::memory_order_relaxed), s.pages(), s.tenant};
+  }
   FlashLog(io::Device* device, const FlashGeometry& geo);
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
   // invalidates its summary on the device if one is valid there.

@@ -214,7 +214,8 @@ TEST(TenantQuota, ConcurrentTenantsKeepExactCounts) {
           case 1: {
             auto r = s->Get(TestKey(k), out);
             if (r.ok()) {
-              EXPECT_EQ(0, std::memcmp(out.data(), TestValue(TestKey(k), 1, kBlock).data(), kBlock));
+              EXPECT_EQ(0,
+                        std::memcmp(out.data(), TestValue(TestKey(k), 1, kBlock).data(), kBlock));
             }
             break;
           }

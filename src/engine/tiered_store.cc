@@ -228,7 +228,7 @@ void TieredStore::CompactSome(uint32_t want) {
 
 bool TieredStore::CompactRegion() {
   uint32_t region;
-  std::vector<FlashLog::Candidate> keys;
+  std::vector<FlashLog::Located> keys;
   if (!flash_->CompactionCandidate(&region, &keys)) return false;
   struct Move {
     BlockKey key;
@@ -241,7 +241,8 @@ bool TieredStore::CompactRegion() {
   };
   std::vector<Move> moves;
   std::vector<FlashLog::Located> lost;
-  for (const auto& [key, tenant] : keys) {
+  for (const FlashLog::Located& candidate : keys) {
+    const BlockKey& key = candidate.key;
     Index::Shard& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     IndexEntry* e = shard.Find(key);
@@ -252,8 +253,16 @@ bool TieredStore::CompactRegion() {
       e->clear_flash();
       continue;
     }
-    moves.push_back(
-        {key, tenant, e->flash_page(), e->aux, e->size(), e->crc, nullptr, {}, false, false});
+    moves.push_back({key,
+                     candidate.tenant,
+                     e->flash_page(),
+                     e->aux,
+                     e->size(),
+                     e->crc,
+                     nullptr,
+                     {},
+                     false,
+                     false});
   }
   // Read them all, append them at the head, re-point the entries, then release the old
   // copies (the region becomes empty and reusable).
@@ -913,9 +922,9 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     for (size_t i = 0; i < moved.size(); ++i) *moved[i] = std::move(again[i]);
   }
   for (size_t i : moved_views) {  // the block moved while it was read: look it up again
-    std::vector<BlockKey> key{reads[i].key};
-    std::vector<size_t> size{reads[i].size};
-    ReadUnpinned(key, size, std::span<Result<BlockView>>(reads[i].view, 1));
+    size_t size = reads[i].size;
+    ReadUnpinned(std::span<const BlockKey>(&reads[i].key, 1), std::span<const size_t>(&size, 1),
+                 std::span<Result<BlockView>>(reads[i].view, 1));
   }
 }
 

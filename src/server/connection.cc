@@ -113,9 +113,8 @@ void Connection::TenantHolding(TenantUsage* u, TenantQuota* q) const {
   *q = {};
   if (tenant_id_ == 0) return;
   *u = server_.store()->Usage(tenant_id_);
-  for (const Tenant& t : server_.tenants()->list()) {
-    if (t.id == tenant_id_) *q = {t.dram_quota, t.flash_quota};
-  }
+  std::shared_ptr<const Tenants> now = server_.tenants();
+  if (const Tenant* t = now->ById(tenant_id_)) *q = {t->dram_quota, t->flash_quota};
 }
 
 std::string Connection::TenantUsageText() const {

@@ -458,14 +458,13 @@ std::vector<TenantSnapshot> Server::TenantSnapshots() const {
   std::vector<TenantSnapshot> out = tenant_stats_.Snapshot();
   std::shared_ptr<const Tenants> now = tenants();
   for (TenantSnapshot& s : out) {
-    for (const Tenant& t : now->list()) {
-      if (t.name != s.name || t.id == 0) continue;
-      TenantUsage u = store_ ? store_->Usage(t.id) : TenantUsage{};
-      s.dram_bytes = u.dram_bytes;
-      s.flash_bytes = u.flash_bytes;
-      s.dram_quota = t.dram_quota;
-      s.flash_quota = t.flash_quota;
-    }
+    const Tenant* t = now->ByName(s.name);
+    if (!t || t->id == 0) continue;
+    TenantUsage u = store_ ? store_->Usage(t->id) : TenantUsage{};
+    s.dram_bytes = u.dram_bytes;
+    s.flash_bytes = u.flash_bytes;
+    s.dram_quota = t->dram_quota;
+    s.flash_quota = t->flash_quota;
   }
   return out;
 }

@@ -81,6 +81,20 @@ Status Tenants::Authorize(std::string_view token, std::string_view ns, std::stri
   return Status::Refused("unknown access token");
 }
 
+const Tenant* Tenants::ById(uint16_t id) const {
+  for (const Tenant& t : tenants_) {
+    if (id != 0 && t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+const Tenant* Tenants::ByName(std::string_view name) const {
+  for (const Tenant& t : tenants_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
 BlockKey Scope::Key(const BlockKey& k) const { return raw_ ? k : PoolKey(root_, k); }
 
 }  // namespace kvpool::server

@@ -61,6 +61,9 @@ class Tenants {
                    uint32_t* max_connections = nullptr,
                    std::shared_ptr<const TenantKeys>* keys = nullptr, uint16_t* id = nullptr) const;
   const std::vector<Tenant>& list() const { return tenants_; }
+  // The tenant of that store id / name, or null.
+  const Tenant* ById(uint16_t id) const;
+  const Tenant* ByName(std::string_view name) const;
 
  private:
   std::vector<Tenant> tenants_;

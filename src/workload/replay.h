@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "workload/baselines.h"
 #include "kvpool/options.h"
 #include "kvpool/stats.h"
+#include "workload/baselines.h"
 #include "workload/trace.h"
 
 namespace kvpool::workload {
