@@ -3,9 +3,11 @@
 decoded with python3-msgpack, and with the decoding rules of the routers that consume them:
 Dynamo's (lib/kv-router zmq_wire.rs: a 3-tuple batch, tagged map or sequence events,
 blocks indexed only with block_size token ids each), llm-d's (pkg/kvevents/engineadapter/
-vllm_adapter.go: "kv@" topic filter, array batch, tagged array events) and vLLM's current
-msgspec classes (vllm/distributed/kv_events.py: map batch, "type"-tagged map events, every
-field without a default required). Fixtures from Dynamo's own tests check the decoders.
+vllm_adapter.go: "kv@" topic filter, array batch, tagged array events, and since
+llm-d-kv-cache v0.9.0 (PR #661) "type"-tagged map events too) and vLLM's msgspec classes
+since PR #42892 (vllm/distributed/kv_events.py: positional batch, "type"-tagged map events,
+every field without a default required). Fixtures: Dynamo's own tests, a batch captured
+from vLLM 0.26.0 (volcano-sh/kthena#1535) and SGLang's map example (sglang PR #37271).
 Usage: kv_events_test.py BUILD_DIR
 """
 import os
@@ -88,9 +90,10 @@ def dynamo_decode(payload):
     return stored, indexed
 
 
-def llmd_decode(topic, payload, filter_=b"kv@", block_size=16):
+def llmd_decode(topic, payload, filter_=b"kv@", block_size=16, maps=True):
     """llm-d's rules: None if its topic filter drops the message; else (pod, model, stored,
-    indexed by its own block size); raises where llm-d fails."""
+    indexed by its own block size); raises where llm-d fails. maps=False: llm-d before
+    v0.9.0, which decodes tagged arrays only."""
     if not topic.startswith(filter_):
         return None
     parts = topic.decode().split("@")
@@ -100,6 +103,12 @@ def llmd_decode(topic, payload, filter_=b"kv@", block_size=16):
         raise ValueError("batch is not an array")
     stored = indexed = 0
     for ev in b[1]:
+        if maps and isinstance(ev, dict):  # normalized to the positional layout
+            if not isinstance(ev.get("type"), str):
+                raise ValueError("map event without a string type")
+            names = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+                     "medium") if ev["type"] == "BlockStored" else ("block_hashes", "medium")
+            ev = [ev["type"]] + [ev.get(n) for n in names]
         if not isinstance(ev, list) or not ev or not isinstance(ev[0], str):
             raise ValueError("failed to decode tagged union")
         if ev[0] == "BlockStored":
@@ -120,20 +129,24 @@ def llmd_decode(topic, payload, filter_=b"kv@", block_size=16):
     return pod, model, stored, indexed
 
 
-VLLM_STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
-                      "medium", "lora_name")  # BlockStored's fields without a default
+STORED_ORDER = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+                "medium", "lora_name")  # BlockStored's fields in the array form
+VLLM_STORED_FIELDS = STORED_ORDER  # BlockStored's fields without a default
 
 
 def vllm_map_decode(payload):
-    """vLLM's current msgspec classes (map encoding, tag field "type"): returns the blocks
+    """vLLM's msgspec classes since PR #42892 (KVEventBatch array-like: ts, events,
+    data_parallel_rank with a default; events maps tagged by "type"): returns the blocks
     stored; raises where msgspec would."""
     b = msgpack.unpackb(payload, raw=False)
-    if not isinstance(b, dict) or "ts" not in b or "events" not in b:
-        raise ValueError("KVEventBatch needs ts and events")
-    if not isinstance(b["ts"], float):
-        raise ValueError("ts must be a float")
+    if not isinstance(b, list) or not 2 <= len(b) <= 3:
+        raise ValueError("KVEventBatch is [ts, events, data_parallel_rank]")
+    if not isinstance(b[0], float) or not isinstance(b[1], list):
+        raise ValueError("ts must be a float and events a list")
+    if len(b) == 3 and b[2] is not None and not isinstance(b[2], int):
+        raise ValueError("data_parallel_rank")
     stored = 0
-    for ev in b["events"]:
+    for ev in b[1]:
         if not isinstance(ev, dict) or "type" not in ev:
             raise ValueError("an event is a map tagged by type")
         if ev["type"] == "BlockStored":
@@ -142,13 +155,28 @@ def vllm_map_decode(payload):
                 raise ValueError("BlockStored missing " + ", ".join(missing))
             if ev["lora_name"] is not None and not isinstance(ev["lora_name"], str):
                 raise ValueError("lora_name")
+            extra = ev.get("extra_keys")
+            if extra is not None and len(extra) != len(ev["block_hashes"]):
+                raise ValueError("extra_keys: one per block hash")
             stored += len(ev["block_hashes"])
         elif ev["type"] == "BlockRemoved":
             if "block_hashes" not in ev or "medium" not in ev:
                 raise ValueError("BlockRemoved needs block_hashes and medium")
         elif ev["type"] != "AllBlocksCleared":
             raise ValueError("unknown event type")
+        for f in ("group_idx",):
+            if ev.get(f) is not None and not isinstance(ev[f], int):
+                raise ValueError(f)
     return stored
+
+
+# A batch vLLM 0.26.0 published (volcano-sh/kthena#1535, Qwen3-8B, block size 16).
+VLLM_026_BATCH = [1789095808.8378847, [{
+    "type": "BlockStored", "block_hashes": [15760518052499183552], "parent_block_hash": None,
+    "token_ids": [151644, 872, 198, 9064, 374, 279, 6722, 315, 5616, 30, 151645, 198, 151644,
+                  77091, 198, 151667],
+    "block_size": 16, "lora_id": None, "medium": "GPU", "lora_name": None,
+    "extra_keys": [None], "group_idx": 0, "kv_cache_spec_kind": "full_attention"}], 0]
 
 
 class Subscriber:
@@ -173,9 +201,13 @@ class Subscriber:
                                      msgpack.unpackb(payload, raw=False), payload))
 
     def events(self, kind):
+        """Events of one kind, in the positional layout whichever form they came in."""
         out = []
         for _, batch, _ in self.batches:
             for ev in batch[1]:
+                if isinstance(ev, dict):
+                    ev = [ev["type"]] + [ev.get(n) for n in (
+                        STORED_ORDER if ev["type"] == "BlockStored" else ("block_hashes", "medium"))]
                 if ev[0] == kind:
                     out.append(ev)
         return out
@@ -401,10 +433,31 @@ class RouterDecoders(EventsCase):
             [1.0, [["BlockStored", [7], None, list(range(16)), 16, None, "GPU"]]])),
             ("pod-1", "llama", 1, 1))
         self.assertIsNone(llmd_decode(b"", msgpack.packb([1.0, []])))  # filtered out
+        # What vLLM 0.26.0 published: every decoder reads it, the old llm-d does not.
+        vllm = msgpack.packb(VLLM_026_BATCH)
+        self.assertEqual(vllm_map_decode(vllm), 1)
+        self.assertEqual(dynamo_decode(vllm), (1, 1))
+        self.assertEqual(llmd_decode(b"kv@pod-1@qwen", vllm), ("pod-1", "qwen", 1, 1))
+        with self.assertRaises(ValueError):
+            llmd_decode(b"kv@pod-1@qwen", vllm, maps=False)
+        # SGLang's map example (PR #37271): a salted event, data_parallel_rank nil.
+        sgl = msgpack.packb([1.0, [{"type": "BlockStored", "block_hashes": [123],
+                                    "parent_block_hash": None, "token_ids": [1, 2], "block_size": 2,
+                                    "lora_id": None, "medium": "GPU", "lora_name": None,
+                                    "metadata": {"cache_salt": "tenant-a"}}], None])
+        self.assertEqual(dynamo_decode(sgl), (1, 1))
+        self.assertEqual(vllm_map_decode(sgl), 1)
+        # The map decoder is not a pushover: vLLM's old map-batch draft and a missing field.
+        with self.assertRaises(ValueError):
+            vllm_map_decode(msgpack.packb({"ts": 1.0, "events": [], "data_parallel_rank": 0}))
+        bad = dict(VLLM_026_BATCH[1][0])
+        del bad["lora_name"]
+        with self.assertRaises(ValueError):
+            vllm_map_decode(msgpack.packb([1.0, [bad], 0]))
 
     def test_array_form_every_batch_decodes_in_dynamo_and_llmd(self):
         ep = "ipc://%s/pub" % self.ipc
-        d = self.start("--kv-events", ep)
+        d = self.start("--kv-events", ep, "--kv-events-format", "array")
         sub = self.subscriber(ep)
         c = kvpool.Client(d.address, namespace="routers")
         self.connect_and_warm(d, sub, c)
@@ -430,28 +483,40 @@ class RouterDecoders(EventsCase):
         for topic, (_, _, payload) in zip(sub.topics, sub.batches):
             s, i = dynamo_decode(payload)  # raises on any batch Dynamo would reject
             d_stored, d_indexed = d_stored + s, d_indexed + i
-            got = llmd_decode(topic, payload)
+            got = llmd_decode(topic, payload, maps=False)  # what any llm-d reads
             self.assertIsNotNone(got, "llm-d's default kv@ filter dropped topic %r" % topic)
             l_stored, l_indexed = l_stored + got[2], l_indexed + got[3]
         self.assertEqual((d_stored, d_indexed), (n, n))  # every stored block indexed
         self.assertEqual((l_stored, l_indexed), (n, n))
 
-    def test_map_form_decodes_with_vllms_classes(self):
+    def test_default_form_decodes_with_vllm_dynamo_and_llmd(self):
         ep = "ipc://%s/pub" % self.ipc
-        d = self.start("--kv-events", ep, "--kv-events-format", "map", "--kv-events-medium", "CPU")
+        d = self.start("--kv-events", ep, "--kv-events-medium", "CPU")
         sub = self.subscriber(ep)
         c = kvpool.Client(d.address, namespace="vllm")
         self.connect_and_warm(d, sub, c)
         sub.poll(0.3)
         sub.batches.clear()
+        sub.topics.clear()
         n = self.put_chains(c, "vllm", chains=2)
+        self.assertTrue(c.erase(kvpool.chain_keys("vllm", list(range(64)), 16)[3]))
         sub.poll(1.0)
-        stored = sum(vllm_map_decode(p) for _, _, p in sub.batches)
-        self.assertEqual(stored, n)
-        ev = sub.batches[0][1]["events"][0]
-        self.assertEqual((ev["type"], ev["medium"], len(ev["token_ids"])),
-                         ("BlockStored", "CPU", 16 * len(ev["block_hashes"])))
-        self.assertEqual(sub.batches[0][1]["data_parallel_rank"], 0)
+        self.assertTrue(sub.batches)
+        got = [0, 0, 0, 0, 0]  # vLLM stored; Dynamo stored, indexed; llm-d stored, indexed
+        removed = 0
+        for topic, (_, _, payload) in zip(sub.topics, sub.batches):
+            got[0] += vllm_map_decode(payload)
+            s, i = dynamo_decode(payload)
+            r = llmd_decode(topic, payload)
+            got[1:] = [got[1] + s, got[2] + i, got[3] + r[2], got[4] + r[3]]
+            removed += sum(len(e["block_hashes"]) for e in msgpack.unpackb(payload)[1]
+                           if e["type"] == "BlockRemoved")
+        self.assertEqual(got, [n] * 5)
+        self.assertEqual(removed, 1)
+        ev = sub.batches[0][1][1][0]
+        self.assertEqual((ev["type"], ev["medium"], len(ev["token_ids"]), ev["group_idx"]),
+                         ("BlockStored", "CPU", 16 * len(ev["block_hashes"]), 0))
+        self.assertEqual(sub.batches[0][1][2], 0)  # data_parallel_rank
 
     def test_bad_format_is_refused(self):
         with self.assertRaises(RuntimeError):

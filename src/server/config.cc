@@ -358,8 +358,9 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
         "default \"kv@\" filter passes)"}},
       {"events.format",
        {Either("array", "map", [](DaemonConfig* c, bool map) { c->events.map_form = map; }),
-        "payload form: \"array\" ([ts, events, dp_rank], tagged arrays: Dynamo, llm-d; the "
-        "default) or \"map\" (vLLM's current msgspec classes)"}},
+        "event form inside the [ts, events, dp_rank] batch: \"map\" (the default: named "
+        "fields, as vLLM publishes since PR #42892) or \"array\" (positional, as older vLLM "
+        "and routers before their map support)"}},
       {"events.medium",
        {Str([](DaemonConfig* c, std::string s) { c->events.medium = s; }),
         "medium named in every event (default \"EXTERNAL\": Dynamo's external tier)"}},

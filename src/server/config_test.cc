@@ -150,7 +150,7 @@ TEST(Flags, EachSetsItsSettingAndErrorsNameTheFlag) {
                      "--lease-ttl",
                      "7",
                      "--kv-events-format",
-                     "map",
+                     "array",
                      "--log-level",
                      "debug",
                      "--print-config",
@@ -169,7 +169,7 @@ TEST(Flags, EachSetsItsSettingAndErrorsNameTheFlag) {
   EXPECT_EQ(c.cluster.zone, "z1");
   EXPECT_EQ(c.cluster.rack, "r2");
   EXPECT_EQ(c.cluster.lease_ttl, 7u);
-  EXPECT_TRUE(c.events.map_form);
+  EXPECT_FALSE(c.events.map_form);
   EXPECT_EQ(c.log_level, log::Level::kDebug);
   EXPECT_EQ(c.ready_file, "/tmp/r");
   EXPECT_TRUE(e.print_config);

@@ -168,19 +168,14 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
   };
   double ts =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  if (map) {
-    msgpack_pack_map(&pk, 3);
-  } else {
-    msgpack_pack_array(&pk, 3);
-  }
-  field("ts");
+  // The batch is positional in both forms: [ts, events, data_parallel_rank].
+  msgpack_pack_array(&pk, 3);
   msgpack_pack_double(&pk, ts);
-  field("events");
   msgpack_pack_array(&pk, groups.size());
   for (const Group& g : groups) {
     if (g.stored) {
-      if (map) {
-        msgpack_pack_map(&pk, 8);
+      if (map) {  // vLLM's BlockStored as it publishes it since PR #42892
+        msgpack_pack_map(&pk, 11);
         PackStr(&pk, "type");
       } else {
         msgpack_pack_array(&pk, 8);
@@ -207,9 +202,20 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
       PackStr(&pk, options_.medium.c_str());
       field("lora_name");
       msgpack_pack_nil(&pk);
+      if (map) {
+        // No extra keys (LoRA, salt, multimodal) per block; one full-attention group, which
+        // is the group Dynamo's and llm-d's indexers keep.
+        PackStr(&pk, "extra_keys");
+        msgpack_pack_array(&pk, g.keys.size());
+        for (size_t i = 0; i < g.keys.size(); ++i) msgpack_pack_nil(&pk);
+        PackStr(&pk, "group_idx");
+        msgpack_pack_int(&pk, 0);
+        PackStr(&pk, "kv_cache_spec_kind");
+        PackStr(&pk, "full_attention");
+      }
     } else {
       if (map) {
-        msgpack_pack_map(&pk, 3);
+        msgpack_pack_map(&pk, 4);
         PackStr(&pk, "type");
       } else {
         msgpack_pack_array(&pk, 3);
@@ -220,9 +226,12 @@ std::string KvEventPublisher::Encode(const std::vector<Event>& events) const {
       for (const BlockKey& k : g.keys) hash(k);
       field("medium");
       PackStr(&pk, options_.medium.c_str());
+      if (map) {
+        PackStr(&pk, "group_idx");
+        msgpack_pack_int(&pk, 0);
+      }
     }
   }
-  field("data_parallel_rank");
   msgpack_pack_int(&pk, options_.data_parallel_rank);
   std::string out(buf.data, buf.size);
   msgpack_sbuffer_destroy(&buf);

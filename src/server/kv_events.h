@@ -2,13 +2,17 @@
 // event format, so KV-aware routers (Dynamo, llm-d) can count pool hits.
 //
 // Wire format (vllm/distributed/kv_events.py): a ZeroMQ PUB socket sends multipart
-// messages (topic, be64 sequence number, msgpack payload). Two payload forms:
-//   array (default; what Dynamo's and llm-d's decoders read, and vLLM's array-like
-//     classes): [ts, [event, ...], data_parallel_rank], events tagged arrays
+// messages (topic, be64 sequence number, msgpack payload). The payload is a positional
+// batch [ts, [event, ...], data_parallel_rank] in two forms:
+//   map (default; what vLLM publishes since PR #42892, which Dynamo, llm-d >= 0.9 and
+//     SGLang's consumers decode by field name): events are maps tagged
+//     {"type": "BlockStored", "block_hashes", "parent_block_hash", "token_ids",
+//      "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx",
+//      "kv_cache_spec_kind"} and {"type": "BlockRemoved", "block_hashes", "medium",
+//      "group_idx"};
+//   array (vLLM before PR #42892, array-like classes; older routers): events tagged arrays
 //     ["BlockStored", [hash, ...], parent | nil, token_ids, block_size, lora_id nil,
-//      medium, lora_name nil] and ["BlockRemoved", [hash, ...], medium];
-//   map (vLLM's current msgspec classes): {"ts", "events", "data_parallel_rank"}, events
-//     maps tagged {"type": "BlockStored", ...} with the same fields by name.
+//      medium, lora_name nil] and ["BlockRemoved", [hash, ...], medium].
 // token_ids are the writers' (PutOptions::token_ids), concatenated over the event's blocks;
 // empty when a writer gave none (routers that hash tokens then cannot index the block).
 // The medium defaults to "EXTERNAL", which Dynamo files under its external tier. A ROUTER
@@ -49,7 +53,7 @@ struct KvEventsOptions {
   std::string replay_endpoint;      // ROUTER; empty: no replay
   std::string topic;                // first frame of every message (llm-d: "kv@<pod>@<model>")
   bool int_hashes = true;           // false: 16-byte hashes
-  bool map_form = false;            // vLLM's current map encoding instead of the array form
+  bool map_form = true;             // false: the array form (vLLM before PR #42892)
   std::string medium = "EXTERNAL";  // BlockStored/BlockRemoved medium
   int data_parallel_rank = 0;
   unsigned block_size = 16;       // BlockStored.block_size (tokens)

@@ -18,6 +18,7 @@ TEST(KvEvents, ConcurrentReportsArriveOnceEachInOrderOfSequence) {
   std::string ep = "ipc:///tmp/kvpool-kvev-" + std::to_string(getpid());
   KvEventsOptions o;
   o.endpoint = ep;
+  o.map_form = false;  // the array form: events are tagged arrays
   o.max_events_per_batch = 50;
   auto pub = KvEventPublisher::Start(o);
   ASSERT_TRUE(pub.ok()) << pub.status().ToString();
@@ -101,13 +102,14 @@ msgpack_object_kv* FindKey(const msgpack_object& map, std::string_view name) {
   return nullptr;
 }
 
-// The map form (vLLM's current msgspec classes): named fields, a "type" tag, token ids of a
-// chain concatenated in one BlockStored, the configured medium and rank.
+// The map form (the default; vLLM's msgspec classes since PR #42892): a positional batch
+// [ts, events, data_parallel_rank] whose events are maps with named fields and a "type"
+// tag, token ids of a chain concatenated in one BlockStored, the configured medium and rank.
 TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
   std::string ep = "ipc:///tmp/kvpool-kvev-map-" + std::to_string(getpid());
   KvEventsOptions o;
   o.endpoint = ep;
-  o.map_form = true;
+  EXPECT_TRUE(o.map_form) << "the map form is the default";
   o.medium = "CPU_TIER2";
   o.data_parallel_rank = 3;
   auto pub = KvEventPublisher::Start(o);
@@ -144,18 +146,21 @@ TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
     ASSERT_GT(n, 0);
     ASSERT_EQ(msgpack_unpack_next(&u, payload, n, nullptr), MSGPACK_UNPACK_SUCCESS);
     const msgpack_object& batch = u.data;
-    ASSERT_EQ(batch.type, MSGPACK_OBJECT_MAP);
-    ASSERT_NE(FindKey(batch, "ts"), nullptr);
-    auto* rank = FindKey(batch, "data_parallel_rank");
-    ASSERT_NE(rank, nullptr);
-    EXPECT_EQ(rank->val.via.u64, 3u);
-    const msgpack_object& events = FindKey(batch, "events")->val;
+    ASSERT_EQ(batch.type, MSGPACK_OBJECT_ARRAY);
+    ASSERT_EQ(batch.via.array.size, 3u);
+    EXPECT_EQ(batch.via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
+    EXPECT_EQ(batch.via.array.ptr[2].via.u64, 3u);
+    const msgpack_object& events = batch.via.array.ptr[1];
     for (uint32_t e = 0; e < events.via.array.size; ++e) {
       const msgpack_object& ev = events.via.array.ptr[e];
       ASSERT_EQ(ev.type, MSGPACK_OBJECT_MAP);
       for (const char* f : {"type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
-                            "lora_id", "medium", "lora_name"})
+                            "lora_id", "medium", "lora_name", "extra_keys", "group_idx",
+                            "kv_cache_spec_kind"})
         ASSERT_NE(FindKey(ev, f), nullptr) << f;
+      EXPECT_EQ(FindKey(ev, "extra_keys")->val.via.array.size,
+                FindKey(ev, "block_hashes")->val.via.array.size);
+      EXPECT_EQ(FindKey(ev, "group_idx")->val.via.u64, 0u);
       const msgpack_object& type = FindKey(ev, "type")->val;
       EXPECT_EQ(std::string_view(type.via.str.ptr, type.via.str.size), "BlockStored");
       const msgpack_object& medium = FindKey(ev, "medium")->val;
@@ -188,6 +193,7 @@ TEST(KvEvents, EachTenantHearsOnlyItsOwnBlocks) {
   std::string base = "ipc:///tmp/kvpool-kvev-t" + std::to_string(getpid()) + "-";
   KvEventsOptions o;
   o.endpoint = base + "node";
+  o.map_form = false;
   o.tenant_endpoints = {{5, base + "5"}, {7, base + "7"}};
   auto pub = KvEventPublisher::Start(o);
   ASSERT_TRUE(pub.ok()) << pub.status().ToString();
