@@ -74,7 +74,7 @@ void BenchIndex(uint64_t entries) {
   engine::Index index(entries, 64);
   for (uint64_t i = 0; i < entries; ++i) {
     auto& s = index.ShardFor(Key(i));
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     s.Insert(Key(i))->crc = static_cast<uint32_t>(i);
   }
   std::mt19937_64 rng(1);
@@ -87,7 +87,7 @@ void BenchIndex(uint64_t entries) {
     uint64_t t0 = NowNanos();
     auto& s = index.ShardFor(k);
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      MutexLock lock(s.mu);
       found += s.Find(k) != nullptr;
     }
     lat.ns.push_back(NowNanos() - t0);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: install, build and run every test: the release suite, the same
-# suite under ASan+UBSan, the concurrent parts under TSan, bounded libFuzzer runs of every
+# suite under ASan+UBSan, the lock annotations under Clang's -Wthread-safety, the concurrent
+# parts under TSan, bounded libFuzzer runs of every
 # parser (trace lines, protocol frames, RESP, config), and smoke runs of the benchmarks.
 # Bounded: ~20 minutes on 2 cores.
 set -euo pipefail
@@ -12,6 +13,17 @@ export TMPDIR="${TMPDIR:-/tmp}"
 echo "== release build and tests"
 scripts/build.sh
 (cd build && ctest -j"$jobs" --output-on-failure --timeout 300)
+
+echo "== lock annotations (Clang -Wthread-safety, errors) over every layer and kvpoold"
+CC=clang CXX=clang++ cmake -S . -B build-tsa -DKVPOOL_THREAD_SAFETY=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-tsa -j"$jobs" --target kvpool_common kvpool_keys kvpool_io kvpool_mem \
+  kvpool_engine kvpool_net kvpool_cluster kvpool_client kvpool_server kvpool_workload kvpool_gpu kvpoold
+# ... and the check is live: a guarded read without its mutex must not compile.
+if clang++ -std=c++20 -fsyntax-only -Wthread-safety -Werror -Isrc \
+    tests/compile/thread_safety_negative.cc 2>/dev/null; then
+  echo "tests/compile/thread_safety_negative.cc compiled: the lock annotations are not checked"
+  exit 1
+fi
 
 echo "== ASan + UBSan"
 cmake -S . -B build-asan -DKVPOOL_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null

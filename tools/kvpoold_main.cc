@@ -31,6 +31,7 @@
 #include "cluster/registrar.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "engine/tiered_store.h"
 #include "kvpool/store.h"
@@ -222,9 +223,9 @@ std::string HttpAdvertise(const std::string& listen, const std::string& member_a
 }
 
 struct LeaveHook {
-  std::mutex mu;
-  kvpool::cluster::Registrar* registrar = nullptr;  // GUARDED_BY(mu)
-  bool left = false;                                // GUARDED_BY(mu)
+  kvpool::Mutex mu;
+  kvpool::cluster::Registrar* registrar GUARDED_BY(mu) = nullptr;
+  bool left GUARDED_BY(mu) = false;
 };
 
 struct Loaded {
@@ -458,7 +459,7 @@ int main(int argc, char** argv) {
   auto leave = std::make_shared<LeaveHook>();
   if (!c.cluster.etcd.empty()) {
     c.server.on_leave = [leave]() -> kvpool::Status {
-      std::lock_guard<std::mutex> lock(leave->mu);
+      kvpool::MutexLock lock(leave->mu);
       if (!leave->registrar) return kvpool::Status::Unavailable("not registered yet");
       if (!leave->left) {
         leave->registrar->Stop();  // revokes the lease: clients see the node leave at once
@@ -537,7 +538,7 @@ int main(int argc, char** argv) {
         kvpool::FormatSize(self->capacity) + ", registering in etcd " + c.cluster.etcd);
     registrar = std::make_unique<kvpool::cluster::Registrar>(ro, *self, Log);
     registrar->Start();
-    std::lock_guard<std::mutex> lock(leave->mu);
+    kvpool::MutexLock lock(leave->mu);
     leave->registrar = registrar.get();
   }
   if (!c.ready_file.empty()) {
@@ -560,7 +561,7 @@ int main(int argc, char** argv) {
   if (peer_log.joinable()) peer_log.join();
   peers.reset();
   {
-    std::lock_guard<std::mutex> lock(leave->mu);
+    kvpool::MutexLock lock(leave->mu);
     leave->registrar = nullptr;
   }
   registrar.reset();  // leave the member list before the port closes

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace kvpool {
 
@@ -24,10 +25,10 @@ class NearCache::Impl {
 
   ~Impl() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     worker_.join();
   }
 
@@ -39,28 +40,28 @@ class NearCache::Impl {
   };
 
   Ticket Prestage(std::span<const BlockKey> chain, Deadline deadline) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Ticket t = next_++;
     auto& j = jobs_[t];
     j.chain.assign(chain.begin(), chain.end());
     j.deadline = deadline;
     queue_.push_back(t);
-    cv_.notify_all();
+    cv_.SignalAll();
     return t;
   }
 
   size_t WaitPrestaged(Ticket t, Deadline deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto done = [&] {
+    MutexLock lock(mu_);
+    auto done = [&]() REQUIRES(mu_) {
       auto it = jobs_.find(t);
       return it == jobs_.end() || it->second.done;
     };
     if (deadline.none()) {
-      cv_.wait(lock, done);
+      cv_.Wait(lock, done);
     } else {
       uint64_t now = NowNanos();
       if (deadline.steady_ns > now)
-        cv_.wait_for(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
+        cv_.WaitFor(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
     }
     auto it = jobs_.find(t);
     if (it == jobs_.end()) return 0;
@@ -182,7 +183,7 @@ class NearCache::Impl {
   }
 
   void Publish(Ticket t, size_t local, bool done) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(t);
     if (it != jobs_.end()) {
       it->second.local = local;
@@ -196,7 +197,7 @@ class NearCache::Impl {
         if (old != jobs_.end() && old->second.done) jobs_.erase(old);
         finished_.pop_front();
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
 
@@ -205,11 +206,11 @@ class NearCache::Impl {
       Ticket t;
       Job snapshot;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        MutexLock lock(mu_);
+        cv_.Wait(lock, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
         if (stop_) {
           for (auto& [id, j] : jobs_) j.done = true;
-          cv_.notify_all();
+          cv_.SignalAll();
           return;
         }
         t = queue_.front();
@@ -226,14 +227,14 @@ class NearCache::Impl {
   // The worker's transfer buffers (only the worker thread touches them).
   std::vector<std::vector<std::byte>> slots_;
   uint64_t slot_bytes_ = 64 * 1024;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;           // GUARDED_BY(mu_)
-  Ticket next_ = 1;             // GUARDED_BY(mu_)
-  std::map<Ticket, Job> jobs_;  // GUARDED_BY(mu_)
-  std::deque<Ticket> queue_;    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  Ticket next_ GUARDED_BY(mu_) = 1;
+  std::map<Ticket, Job> jobs_ GUARDED_BY(mu_);
+  std::deque<Ticket> queue_ GUARDED_BY(mu_);
   static constexpr size_t kFinishedKept = 4096;
-  std::deque<Ticket> finished_;  // GUARDED_BY(mu_): done, oldest first
+  std::deque<Ticket> finished_ GUARDED_BY(mu_);  // done, oldest first
   std::thread worker_;
 };
 

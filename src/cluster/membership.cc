@@ -33,10 +33,10 @@ std::unique_ptr<Membership> Membership::FromEtcd(std::vector<std::string> endpoi
 
 Membership::~Membership() {
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(state_mu_);
     stop_ = true;
   }
-  state_cv_.notify_all();
+  state_cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   if (expirer_.joinable()) expirer_.join();
 }
@@ -47,7 +47,7 @@ constexpr auto kHoldFor = std::chrono::seconds(10);
 }  // namespace
 
 void Membership::ApplyRecords(std::map<std::string, Member> next) {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(state_mu_);
   auto now = Clock::now();
   for (const auto& [key, m] : records_) {
     if (!next.count(key)) departures_.push_back(Departure{now, key, m});
@@ -62,7 +62,7 @@ void Membership::ApplyRecords(std::map<std::string, Member> next) {
     for (const Departure& d : departures_) {
       if (!next.count(d.key) && !held_.count(d.key)) held_[d.key] = Held{d.member, now + kHoldFor};
     }
-    state_cv_.notify_all();
+    state_cv_.SignalAll();
   }
   records_ = std::move(next);
   PublishRecordsLocked();
@@ -78,16 +78,16 @@ void Membership::PublishRecordsLocked() {
 }
 
 void Membership::ExpireHolds() {
-  std::unique_lock<std::mutex> lock(state_mu_);
+  MutexLock lock(state_mu_);
   while (!stop_) {
     if (held_.empty()) {
-      state_cv_.wait_for(lock, std::chrono::milliseconds(500));
+      state_cv_.WaitFor(lock, std::chrono::milliseconds(500));
       continue;
     }
     auto first = Clock::time_point::max();
     for (const auto& [key, h] : held_) first = std::min(first, h.until);
     if (Clock::now() < first) {
-      state_cv_.wait_until(lock, std::min(first, Clock::now() + std::chrono::milliseconds(500)));
+      state_cv_.WaitUntil(lock, std::min(first, Clock::now() + std::chrono::milliseconds(500)));
       continue;
     }
     auto now = Clock::now();

@@ -25,6 +25,7 @@
 
 #include "cluster/etcd.h"
 #include "cluster/member.h"
+#include "common/mutex.h"
 
 namespace kvpool::cluster {
 
@@ -58,7 +59,7 @@ class Membership {
   // The etcd source: records as etcd has them now (by key); publishes them with the
   // members held after a mass departure.
   void ApplyRecords(std::map<std::string, Member> next);
-  void PublishRecordsLocked();
+  void PublishRecordsLocked() REQUIRES(state_mu_);
   void ExpireHolds();
 
   using Clock = std::chrono::steady_clock;
@@ -71,11 +72,11 @@ class Membership {
     Member member;
     Clock::time_point until;
   };
-  std::mutex state_mu_;
-  std::condition_variable state_cv_;
-  std::map<std::string, Member> records_;  // GUARDED_BY(state_mu_)
-  std::map<std::string, Held> held_;       // GUARDED_BY(state_mu_)
-  std::deque<Departure> departures_;       // GUARDED_BY(state_mu_): the last 3 s
+  Mutex state_mu_;
+  CondVar state_cv_;
+  std::map<std::string, Member> records_ GUARDED_BY(state_mu_);
+  std::map<std::string, Held> held_ GUARDED_BY(state_mu_);
+  std::deque<Departure> departures_ GUARDED_BY(state_mu_);  // the last 3 s
   std::thread expirer_;
 
   mutable std::mutex mu_;

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/mutex.h"
+
 namespace kvpool::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
-std::mutex g_program_mu;
-std::string g_program = "kvpoold";  // GUARDED_BY(g_program_mu)
+Mutex g_program_mu;
+std::string g_program GUARDED_BY(g_program_mu) = "kvpoold";
 
 }  // namespace
 
@@ -44,7 +46,7 @@ bool Enabled(Level level) {
 }
 
 void SetProgram(std::string name) {
-  std::lock_guard lock(g_program_mu);
+  MutexLock lock(g_program_mu);
   g_program = std::move(name);
 }
 
@@ -57,7 +59,7 @@ void Write(Level level, const std::string& msg) {
   strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &utc);
   std::string program;
   {
-    std::lock_guard lock(g_program_mu);
+    MutexLock lock(g_program_mu);
     program = g_program;
   }
   // Info lines keep the form they always had; the others name their level.

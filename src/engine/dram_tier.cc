@@ -65,7 +65,7 @@ uint32_t DramTier::Allocate(uint32_t size, uint16_t tenant) {
   if (page == mem::PageAllocator::kNone) return kNoRecord;
   uint32_t id;
   {
-    std::lock_guard<std::mutex> lock(free_mu_);
+    MutexLock lock(free_mu_);
     if (free_records_.empty()) {
       pages_.Free(page, npages);
       return kNoRecord;
@@ -96,7 +96,7 @@ void DramTier::Free(uint32_t id) {
   if (r.tenant) tenant_pages_[r.tenant].fetch_sub(r.pages, std::memory_order_relaxed);
   pages_.Free(r.page, r.pages);
   live_.fetch_sub(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(free_mu_);
+  MutexLock lock(free_mu_);
   free_records_.push_back(id);
 }
 
@@ -149,7 +149,7 @@ void DramTier::RemoveLocked(List& l, uint32_t id) {
 }
 
 void DramTier::Link(uint32_t id, bool main) {
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   Record& r = records_[id];
   if (r.queue != kNone) return;
   uint64_t now = clock_.load(std::memory_order_relaxed);
@@ -217,7 +217,7 @@ DramTier::HeapItem DramTier::HeapPopLocked() {
 }
 
 void DramTier::SetBonus(double dram_fulls) {
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   bonus_pages_.store(static_cast<uint64_t>(dram_fulls * pages_.total_pages()),
                      std::memory_order_relaxed);
   RekeyHeapLocked();
@@ -239,7 +239,7 @@ void DramTier::RekeyHeapLocked() {
 }
 
 void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   Record& r = records_[id];
   Record& p = records_[parent];
   if (r.queue == kNone || p.queue == kNone || id == parent) return;
@@ -277,7 +277,7 @@ void DramTier::PlaceBehind(uint32_t id, uint32_t parent) {
 }
 
 void DramTier::Unlink(uint32_t id) {
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   UnlinkLocked(id);
 }
 
@@ -292,7 +292,7 @@ void DramTier::UnlinkLocked(uint32_t id) {
 }
 
 size_t DramTier::PickVictims(size_t max, Victim* out) {
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   size_t n = 0;
   uint64_t steps = 0, max_steps = 4 * (small_.count + heap_.size()) + 16;
   while (n < max && steps++ < max_steps) {
@@ -330,7 +330,7 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
 
 size_t DramTier::PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, Victim* out) {
   if (tenant == 0 || tenant >= kMaxTenants || max == 0) return 0;
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   // The tenant's longest-linked records, then the policy's order among them: unused
   // probation blocks first (one-hit), then the lowest eviction priority.
   struct Candidate {

@@ -39,6 +39,7 @@
 #include <span>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool/key.h"
 #include "kvpool/options.h"
 #include "kvpool/store.h"
@@ -169,33 +170,33 @@ class DramTier {
   // tenant's.
   void ListPushFront(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
   void ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
-  void PushHeadLocked(List& l, Queue q, uint32_t id);
-  void RemoveLocked(List& l, uint32_t id);
+  void PushHeadLocked(List& l, Queue q, uint32_t id) REQUIRES(policy_mu_);
+  void RemoveLocked(List& l, uint32_t id) REQUIRES(policy_mu_);
   // Enter / leave the record's tenant list (no-op for tenant 0) as it enters / leaves a
   // queue.
-  void PushTenantLocked(uint32_t id);
-  void RemoveTenantLocked(uint32_t id);
+  void PushTenantLocked(uint32_t id) REQUIRES(policy_mu_);
+  void RemoveTenantLocked(uint32_t id) REQUIRES(policy_mu_);
   // Leaves its queue and its tenant's list.
-  void UnlinkLocked(uint32_t id);
+  void UnlinkLocked(uint32_t id) REQUIRES(policy_mu_);
   uint64_t KeyOf(const Record& r) const {
     return r.last_use.load(std::memory_order_relaxed) +
            bonus_pages_.load(std::memory_order_relaxed) * r.freq.load(std::memory_order_relaxed);
   }
   // Main queue (the heap; main_ keeps only its counts).
-  void PushMainLocked(uint32_t id);
-  void RemoveMainLocked(uint32_t id);
-  void HeapPushLocked(const HeapItem& item);
-  HeapItem HeapPopLocked();
+  void PushMainLocked(uint32_t id) REQUIRES(policy_mu_);
+  void RemoveMainLocked(uint32_t id) REQUIRES(policy_mu_);
+  void HeapPushLocked(const HeapItem& item) REQUIRES(policy_mu_);
+  HeapItem HeapPopLocked() REQUIRES(policy_mu_);
   // Drops entries that no longer name their record's place, when they outnumber the rest.
-  void MaybeCompactHeapLocked();
+  void MaybeCompactHeapLocked() REQUIRES(policy_mu_);
   // Rebuilds the heap from the records' current keys, dropping stale entries.
-  void RekeyHeapLocked();
+  void RekeyHeapLocked() REQUIRES(policy_mu_);
 
   std::unique_ptr<mem::Arena> arena_;
   mem::PageAllocator pages_;
   std::unique_ptr<Record[]> records_;
-  std::mutex free_mu_;
-  std::vector<uint32_t> free_records_;  // GUARDED_BY(free_mu_)
+  Mutex free_mu_;
+  std::vector<uint32_t> free_records_ GUARDED_BY(free_mu_);
   std::atomic<uint64_t> live_{0};
 
   const bool probation_;
@@ -203,12 +204,13 @@ class DramTier {
   // Clock ticks one past use is worth. Written under policy_mu_ (which then re-keys the
   // heap: keys may shrink); read by KeyOf, always under policy_mu_.
   std::atomic<uint64_t> bonus_pages_;
-  std::mutex policy_mu_;
-  List small_, main_;                     // GUARDED_BY(policy_mu_)
-  uint32_t link_counter_ = 0;             // GUARDED_BY(policy_mu_)
-  uint32_t heap_counter_ = 0;             // GUARDED_BY(policy_mu_)
-  std::vector<HeapItem> heap_;            // GUARDED_BY(policy_mu_): min key on top
-  std::unique_ptr<List[]> tenant_lists_;  // GUARDED_BY(policy_mu_): kMaxTenants of them
+  Mutex policy_mu_;
+  List small_ GUARDED_BY(policy_mu_);
+  List main_ GUARDED_BY(policy_mu_);
+  uint32_t link_counter_ GUARDED_BY(policy_mu_) = 0;
+  uint32_t heap_counter_ GUARDED_BY(policy_mu_) = 0;
+  std::vector<HeapItem> heap_ GUARDED_BY(policy_mu_);            // min key on top
+  std::unique_ptr<List[]> tenant_lists_ GUARDED_BY(policy_mu_);  // kMaxTenants of them
   // kMaxTenants: pages charged (tenant 0, nobody's, is not counted: every untenanted
   // allocation would contend on one counter).
   std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;

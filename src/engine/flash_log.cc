@@ -189,7 +189,7 @@ Status FlashLog::Open(bool restore, std::vector<Recovered>* out, OpenStats* stat
   std::vector<uint64_t> seq_of(regions_, 0);  // 0: no valid summary
   for (const Found& f : found) seq_of[f.h.region] = f.h.seq;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t total_pages = uint64_t{regions_} * pages_per_region_;
   size_t total_entries = 0;
   for (const Found& f : found) total_entries += f.entries.size();
@@ -327,7 +327,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
   *regions_evicted = 0;
   uint64_t total = uint64_t{regions_} * pages_per_region_;
   if (pages == 0 || pages > total || regions_ < 2) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!started_ || head_ + pages > head_end_) {
     bool had = started_;
     uint32_t old_first = head_first_, old_last = head_region_;
@@ -381,7 +381,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
 }
 
 void FlashLog::Written(const Extent& ext) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t r = ext.page / pages_per_region_;
   if (r >= regions_ || gens_[r].load(std::memory_order_relaxed) != ext.gen) return;
   if (inflight_[r] > 0) --inflight_[r];
@@ -389,7 +389,7 @@ void FlashLog::Written(const Extent& ext) {
 }
 
 void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t region = page / pages_per_region_;
   if (region >= regions_ || !Valid(page, gen)) return;
   std::vector<Slot>& sl = slots_[region];
@@ -417,7 +417,7 @@ void FlashLog::Persist() {
   if (pending_n_.load(std::memory_order_acquire) == 0) return;
   std::vector<uint32_t> todo;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     todo = pending_;  // left queued until written: a concurrent Persist waits on the stripe
   }
   for (uint32_t r : todo) PersistRegion(r);
@@ -428,7 +428,7 @@ void FlashLog::PersistRegion(uint32_t r) {
   std::vector<SummaryEntry> entries;
   uint64_t v;
   uint32_t gen;
-  auto unqueue = [&] {
+  auto unqueue = [&]() REQUIRES(mu_) {
     if (pending_flag_[r]) {
       pending_flag_[r] = 0;
       pending_.erase(std::find(pending_.begin(), pending_.end(), r));
@@ -436,7 +436,7 @@ void FlashLog::PersistRegion(uint32_t r) {
     }
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (InHeadLocked(r) || inflight_[r] > 0) {  // not sealed: no summary valid on the device
       unqueue();
       return;
@@ -467,7 +467,7 @@ void FlashLog::PersistRegion(uint32_t r) {
     }
     summary_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (gens_[r].load(std::memory_order_relaxed) == gen &&
       disk_ver_[r].load(std::memory_order_acquire) >= ver_[r]) {
     unqueue();
@@ -476,7 +476,7 @@ void FlashLog::PersistRegion(uint32_t r) {
 
 void FlashLog::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!started_) return;
     uint32_t first = head_first_, last = head_region_;
     started_ = false;
@@ -486,7 +486,7 @@ void FlashLog::Close() {
 }
 
 double FlashLog::Age(uint32_t page) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t region = page / pages_per_region_;
   if (region >= regions_ || regions_ == 0) return 1;
   uint64_t behind = enter_seq_ - entered_[region];
@@ -494,12 +494,12 @@ double FlashLog::Age(uint32_t page) const {
 }
 
 uint64_t FlashLog::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return live_total_ * 4096;
 }
 
 uint16_t FlashLog::TenantAt(uint32_t page, uint32_t gen) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t region = page / pages_per_region_;
   if (region >= regions_ || !Valid(page, gen)) return 0;
   const std::vector<Slot>& sl = slots_[region];
@@ -512,13 +512,13 @@ uint16_t FlashLog::TenantAt(uint32_t page, uint32_t gen) const {
 void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
                         std::vector<Located>* out) const {
   out->clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<uint32_t> order;
   for (uint32_t r = 0; r < regions_; ++r) {
     if (live_[r] > 0 && inflight_[r] == 0) order.push_back(r);
   }
   std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return entered_[a] < entered_[b]; });
+            [&](uint32_t a, uint32_t b) REQUIRES(mu_) { return entered_[a] < entered_[b]; });
   uint64_t found = 0;
   for (uint32_t r : order) {
     for (const Slot& s : slots_[r]) {
@@ -531,7 +531,7 @@ void FlashLog::OldestOf(uint16_t tenant, uint64_t bytes, size_t max,
 }
 
 bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Located>* keys) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t best = kNone;
   for (uint32_t r = 0; r < regions_; ++r) {
     if (InHeadLocked(r) || inflight_[r] > 0 || live_[r] == 0 || from_[r] != kNone ||
@@ -552,7 +552,7 @@ bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Located>* keys)
 }
 
 uint64_t FlashLog::live_pages(uint32_t region) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return region < regions_ ? live_[region] : 0;
 }
 

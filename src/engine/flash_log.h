@@ -38,6 +38,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/flash_summary.h"
 #include "io/device.h"
 #include "kvpool/key.h"
@@ -149,7 +150,7 @@ class FlashLog {
     uint32_t pages() const { return (size + 4095) / 4096; }
   };
   // The live slot `s` counts for its tenant (add) or no longer (tenant 0 is not counted).
-  void ChargeLocked(const Slot& s, bool add);
+  void ChargeLocked(const Slot& s, bool add) REQUIRES(mu_);
   Located Locate(uint32_t region, const Slot& s) const {
     return {s.key, region * pages_per_region_ + s.page,
             gens_[region].load(std::memory_order_relaxed), s.pages(), s.tenant};
@@ -157,15 +158,18 @@ class FlashLog {
   FlashLog(io::Device* device, const FlashGeometry& geo);
   // Evicts `region` (bumps its generation, drops its live count) and makes it the head's;
   // invalidates its summary on the device if one is valid there.
-  void EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector<Located>* lost = nullptr);
-  bool InHeadLocked(uint32_t r) const { return started_ && head_first_ <= r && r <= head_region_; }
+  void EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector<Located>* lost = nullptr)
+      REQUIRES(mu_);
+  bool InHeadLocked(uint32_t r) const REQUIRES(mu_) {
+    return started_ && head_first_ <= r && r <= head_region_;
+  }
   // A sealed region whose summary is behind: queued for Persist.
-  void MaybePendingLocked(uint32_t r);
+  void MaybePendingLocked(uint32_t r) REQUIRES(mu_);
   void PersistRegion(uint32_t r);
   std::mutex& Stripe(uint32_t r) { return stripes_[r % kStripes]; }
   // The first of `k` consecutive regions to take next: least live data, oldest of equals,
   // never the head region nor a region a live block continues into.
-  uint32_t PickRunLocked(uint32_t k) const;
+  uint32_t PickRunLocked(uint32_t k) const REQUIRES(mu_);
 
   static constexpr uint32_t kStripes = 64;
   io::Device* const device_;  // null: in memory only
@@ -174,31 +178,31 @@ class FlashLog {
   const uint32_t pages_per_region_;
   const uint32_t regions_;
   std::unique_ptr<std::atomic<uint32_t>[]> gens_;
-  mutable std::mutex mu_;
-  std::vector<uint32_t> region_blocks_;   // GUARDED_BY(mu_)
-  std::vector<uint64_t> live_;            // GUARDED_BY(mu_): live pages per region
-  std::vector<uint64_t> entered_;         // GUARDED_BY(mu_): enter_seq_ when last entered
-  std::vector<uint32_t> spill_;           // GUARDED_BY(mu_): last region its blocks reach
-  std::vector<uint32_t> from_;            // GUARDED_BY(mu_): start region continuing here,
-                                          // or kNone
-  std::vector<std::vector<Slot>> slots_;  // GUARDED_BY(mu_): appended since entered
-  std::vector<uint32_t> inflight_;        // GUARDED_BY(mu_): appends not yet Written
-  std::vector<uint64_t> ver_;             // GUARDED_BY(mu_): summary version in memory
-  std::vector<char> pending_flag_;        // GUARDED_BY(mu_)
-  std::vector<uint32_t> pending_;         // GUARDED_BY(mu_): regions to Persist
-  std::atomic<size_t> pending_n_{0};      // pending_.size(), read without the lock
+  mutable Mutex mu_;
+  std::vector<uint32_t> region_blocks_ GUARDED_BY(mu_);
+  std::vector<uint64_t> live_ GUARDED_BY(mu_);            // live pages per region
+  std::vector<uint64_t> entered_ GUARDED_BY(mu_);         // enter_seq_ when last entered
+  std::vector<uint32_t> spill_ GUARDED_BY(mu_);           // last region its blocks reach
+  std::vector<uint32_t> from_ GUARDED_BY(mu_);            // start region continuing here,
+                                                          // or kNone
+  std::vector<std::vector<Slot>> slots_ GUARDED_BY(mu_);  // appended since entered
+  std::vector<uint32_t> inflight_ GUARDED_BY(mu_);        // appends not yet Written
+  std::vector<uint64_t> ver_ GUARDED_BY(mu_);             // summary version in memory
+  std::vector<char> pending_flag_ GUARDED_BY(mu_);
+  std::vector<uint32_t> pending_ GUARDED_BY(mu_);  // regions to Persist
+  std::atomic<size_t> pending_n_{0};               // pending_.size(), read without the lock
   // Version of the summary on the device (0: none valid there). Written under the
   // region's stripe lock.
   std::unique_ptr<std::atomic<uint64_t>[]> disk_ver_;
   std::unique_ptr<std::mutex[]> stripes_;
   std::atomic<uint64_t> summary_bytes_{0};
-  uint32_t head_first_ = 0;   // GUARDED_BY(mu_): first region of the head's run
-  uint64_t enter_seq_ = 0;    // GUARDED_BY(mu_)
-  uint64_t live_total_ = 0;   // GUARDED_BY(mu_)
-  uint64_t head_ = 0;         // GUARDED_BY(mu_): next free page
-  uint64_t head_end_ = 0;     // GUARDED_BY(mu_): end of the head's run of regions
-  uint32_t head_region_ = 0;  // GUARDED_BY(mu_): the last region of that run
-  bool started_ = false;      // GUARDED_BY(mu_)
+  uint32_t head_first_ GUARDED_BY(mu_) = 0;  // first region of the head's run
+  uint64_t enter_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t live_total_ GUARDED_BY(mu_) = 0;
+  uint64_t head_ GUARDED_BY(mu_) = 0;         // next free page
+  uint64_t head_end_ GUARDED_BY(mu_) = 0;     // end of the head's run of regions
+  uint32_t head_region_ GUARDED_BY(mu_) = 0;  // the last region of that run
+  bool started_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
   std::atomic<uint32_t> empty_{0};                         // regions with live_ == 0
   std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;  // kMaxTenants: live pages

@@ -134,7 +134,7 @@ void Index::Shard::ForEach(const std::function<void(const IndexEntry&)>& fn) con
 uint64_t Index::Size() {
   uint64_t n = 0;
   for (auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     n += s->size();
   }
   return n;
@@ -143,7 +143,7 @@ uint64_t Index::Size() {
 uint64_t Index::Bytes() {
   uint64_t n = 0;
   for (auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     n += s->capacity() * sizeof(IndexEntry);
   }
   return n;

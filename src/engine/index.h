@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool/key.h"
 #include "kvpool/store.h"
 #include "mem/arena.h"
@@ -58,29 +59,31 @@ class Index {
  public:
   class Shard {
    public:
-    std::mutex mu;
-    // REQUIRES: mu held.
-    IndexEntry* Find(const BlockKey& key);
+    Mutex mu;
+    IndexEntry* Find(const BlockKey& key) REQUIRES(mu);
     // Finds made by this thread while counting is on (tests count the lookups a read
     // costs). Off, a Find pays one load of a flag: no thread-local access, which in
     // position-independent code is a call.
     static void CountFinds(bool on) { counting_.store(on, std::memory_order_relaxed); }
     static uint64_t finds_on_this_thread() { return finds_; }
     // Starts loading key's home slot into cache, for a Find soon after (batched lookups
-    // overlap their cache misses). REQUIRES: mu held.
-    void Prefetch(const BlockKey& key) const { __builtin_prefetch(slots_ + Home(key.lo)); }
-    // REQUIRES: mu held, key absent. Returns the new entry (key set, rest zero).
-    IndexEntry* Insert(const BlockKey& key);
+    // overlap their cache misses).
+    void Prefetch(const BlockKey& key) const REQUIRES(mu) {
+      __builtin_prefetch(slots_ + Home(key.lo));
+    }
+    // REQUIRES: key absent. Returns the new entry (key set, rest zero).
+    IndexEntry* Insert(const BlockKey& key) REQUIRES(mu);
     // Removes the entry, telling the listener with `tenant`, or (negative) the tenant the
     // index's resolver finds for it.
-    void Erase(IndexEntry* entry, int tenant = -1);
+    void Erase(IndexEntry* entry, int tenant = -1) REQUIRES(mu);
     size_t size() const { return size_; }
     size_t capacity() const { return capacity_; }
     // Erases entries for which `stale` is true among slots [begin, begin + n); returns
-    // how many were erased. REQUIRES: mu held.
-    size_t EraseIf(size_t begin, size_t n, const std::function<bool(const IndexEntry&)>& stale);
-    // Calls fn for every entry. REQUIRES: mu held.
-    void ForEach(const std::function<void(const IndexEntry&)>& fn) const;
+    // how many were erased.
+    size_t EraseIf(size_t begin, size_t n, const std::function<bool(const IndexEntry&)>& stale)
+        REQUIRES(mu);
+    // Calls fn for every entry.
+    void ForEach(const std::function<void(const IndexEntry&)>& fn) const REQUIRES(mu);
 
    private:
     friend class Index;

@@ -47,7 +47,7 @@ TEST(Index, RandomizedAgainstMap) {
   for (int step = 0; step < 60000; ++step) {
     const BlockKey& k = keys[rng() % keys.size()];
     Index::Shard& s = index.ShardFor(k);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     IndexEntry* e = s.Find(k);
     auto it = model.find(k);
     ASSERT_EQ(e != nullptr, it != model.end());
@@ -73,7 +73,7 @@ TEST(Index, RandomizedAgainstMap) {
   ASSERT_EQ(index.Size(), model.size());
   for (auto& [k, v] : model) {
     Index::Shard& s = index.ShardFor(k);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     ASSERT_NE(s.Find(k), nullptr);
     EXPECT_EQ(s.Find(k)->crc, v);
   }
@@ -89,7 +89,7 @@ TEST(Index, LargeIndexStartsEmptyAndReportsItsBytes) {
   for (int i = 0; i < 1000; ++i) {
     BlockKey k = K(rng);
     Index::Shard& s = index.ShardFor(k);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     EXPECT_EQ(s.Find(k), nullptr);
   }
 }
@@ -113,7 +113,7 @@ TEST(Index, EntryPacksLocationSizeAndFlags) {
 TEST(Index, EraseIfSweepsOnlyMatching) {
   Index index(1024, 1);
   Index::Shard& s = index.shard(0);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   std::mt19937_64 rng(9);
   std::vector<BlockKey> keys;
   for (int i = 0; i < 500; ++i) {
@@ -138,7 +138,7 @@ namespace {
 TEST(Index, SequentialKeysSpreadOverTheTable) {
   Index index(1 << 16, 1);
   Index::Shard& s = index.shard(0);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   for (uint64_t i = 1; i <= 200000; ++i) s.Insert(BlockKey{7, i});
   for (uint64_t i = 1; i <= 200000; ++i) ASSERT_NE(s.Find(BlockKey{7, i}), nullptr);
   EXPECT_EQ(s.size(), 200000u);

@@ -116,8 +116,12 @@ constexpr size_t kMaxQueuedKeys = 1 << 16;  // 1 MiB of keys between two drains
 }  // namespace
 
 void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
-  std::unique_lock<std::mutex> lock(queue_mu_, std::try_to_lock);
-  if (!lock.owns_lock() || queue_keys_.size() + chain.size() > kMaxQueuedKeys) {
+  if (!queue_mu_.try_lock()) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  MutexLock lock(queue_mu_, kAdoptLock);
+  if (queue_keys_.size() + chain.size() > kMaxQueuedKeys) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -128,8 +132,12 @@ void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
 }
 
 void PolicyTuner::OfferAccess(const BlockKey& key, uint32_t pages, bool put) {
-  std::unique_lock<std::mutex> lock(queue_mu_, std::try_to_lock);
-  if (!lock.owns_lock() || queue_keys_.size() >= kMaxQueuedKeys) {
+  if (!queue_mu_.try_lock()) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  MutexLock lock(queue_mu_, kAdoptLock);
+  if (queue_keys_.size() >= kMaxQueuedKeys) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -140,7 +148,7 @@ void PolicyTuner::OfferAccess(const BlockKey& key, uint32_t pages, bool put) {
 }
 
 void PolicyTuner::OfferErase(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(queue_mu_);  // not dropped: a stale block would linger
+  MutexLock lock(queue_mu_);  // not dropped: a stale block would linger
   queue_.push_back({static_cast<uint32_t>(queue_keys_.size()), 1, 0, 3});
   queue_keys_.push_back(key);
 }
@@ -149,7 +157,7 @@ bool PolicyTuner::Drain() {
   std::vector<BlockKey> keys;
   std::vector<Queued> events;
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     keys.swap(queue_keys_);
     events.swap(queue_);
     queued_keys_.store(0, std::memory_order_relaxed);
@@ -173,7 +181,7 @@ bool PolicyTuner::Drain() {
 }
 
 bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   chains_ = true;
   for (Sim& s : sims_) {
     // The leading blocks held are the hits; then the whole chain is held, all with one
@@ -192,7 +200,7 @@ bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
 
 bool PolicyTuner::Access(const BlockKey& key, uint32_t pages, bool put) {
   uint64_t block = BlockId(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (put) block_pages_ = std::max<uint32_t>(1, pages);
   if (chains_) return false;
   for (Sim& s : sims_) {
@@ -233,7 +241,7 @@ void PolicyTuner::EndEpoch() {
 
 void PolicyTuner::Erase(const BlockKey& key) {
   uint64_t block = BlockId(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Sim& s : sims_) {
     auto f = s.map.find(block);
     if (f == s.map.end()) continue;

@@ -49,6 +49,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool/key.h"
 
 namespace kvpool::engine {
@@ -118,31 +119,31 @@ class PolicyTuner {
   }
   // Touches the block if held (returns true), else adds it if `add`.
   bool AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add);
-  bool CountAndMaybeEndEpoch(uint64_t accesses);
+  bool CountAndMaybeEndEpoch(uint64_t accesses) REQUIRES(mu_);
   bool EvictOne(Sim& s);  // false: nothing left to evict
   void Push(Sim& s, uint64_t block, const Entry& e);
-  void EndEpoch();
+  void EndEpoch() REQUIRES(mu_);
 
   uint64_t threshold_;       // of 65536
   uint64_t capacity_;        // each simulation's capacity, in pages
   uint64_t ghost_capacity_;  // evicted blocks each simulation remembers
 
-  std::mutex mu_;
-  std::vector<Sim> sims_;         // GUARDED_BY(mu_)
-  size_t chosen_ = 0;             // GUARDED_BY(mu_)
-  uint64_t epoch_accesses_ = 0;   // GUARDED_BY(mu_)
-  double total_score_ = 0;        // GUARDED_BY(mu_): decayed accesses
-  bool chains_ = false;           // GUARDED_BY(mu_): chain lookups seen
-  uint32_t block_pages_ = 1;      // GUARDED_BY(mu_): size of the last block put
-  std::atomic<double> bonus_{0};  // sims_[chosen_].bonus
+  Mutex mu_;
+  std::vector<Sim> sims_ GUARDED_BY(mu_);
+  size_t chosen_ GUARDED_BY(mu_) = 0;
+  uint64_t epoch_accesses_ GUARDED_BY(mu_) = 0;
+  double total_score_ GUARDED_BY(mu_) = 0;    // decayed accesses
+  bool chains_ GUARDED_BY(mu_) = false;       // chain lookups seen
+  uint32_t block_pages_ GUARDED_BY(mu_) = 1;  // size of the last block put
+  std::atomic<double> bonus_{0};              // sims_[chosen_].bonus
   struct Queued {
     uint32_t first, count;  // in queue_keys_
     uint32_t pages;
     uint8_t kind;  // 0 chain, 1 get, 2 put, 3 erase
   };
-  std::mutex queue_mu_;
-  std::vector<BlockKey> queue_keys_;  // GUARDED_BY(queue_mu_)
-  std::vector<Queued> queue_;         // GUARDED_BY(queue_mu_)
+  Mutex queue_mu_;
+  std::vector<BlockKey> queue_keys_ GUARDED_BY(queue_mu_);
+  std::vector<Queued> queue_ GUARDED_BY(queue_mu_);
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint32_t> queued_keys_{0};  // queue_keys_.size(), read without the lock
   std::atomic<uint64_t> epochs_{0};

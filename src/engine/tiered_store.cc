@@ -51,7 +51,7 @@ Status TieredStore::Recover() {
   for (const FlashLog::Recovered& r : found) {
     if (r.tenant) tenants_seen_.store(true, std::memory_order_relaxed);
     Index::Shard& shard = index_.ShardFor(r.key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(r.key);
     if (e) {
       flash_->Release(e->flash_page(), e->aux, Pages(e->size()));
@@ -110,10 +110,10 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
 TieredStore::~TieredStore() {
   if (mover_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(mover_mu_);
+      MutexLock lock(mover_mu_);
       stop_ = true;
     }
-    mover_cv_.notify_all();
+    mover_cv_.SignalAll();
     mover_.join();
   }
   FlushForClose();
@@ -149,7 +149,7 @@ bool TieredStore::FlashValidLocked(const IndexEntry& e) const {
 
 void TieredStore::MaybeWakeMover() {
   if (!mover_.joinable() || dram_->free_bytes() >= free_target_bytes_) return;
-  if (!mover_wanted_.exchange(true, std::memory_order_acq_rel)) mover_cv_.notify_one();
+  if (!mover_wanted_.exchange(true, std::memory_order_acq_rel)) mover_cv_.Signal();
 }
 
 uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write, uint16_t tenant) {
@@ -190,7 +190,7 @@ uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write, uint16_t ten
 void TieredStore::PlaceBehindParent(uint32_t id, const BlockKey& parent) {
   if (parent.empty()) return;
   Index::Shard& shard = index_.ShardFor(parent);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(shard.mu);
   IndexEntry* p = shard.Find(parent);
   if (p && p->in_dram()) dram_->PlaceBehind(id, p->aux);
 }
@@ -220,7 +220,7 @@ void TieredStore::CompactSome(uint32_t want) {
   // keeps going (a few regions at most) until the margin is back.
   // Another thread compacting makes this one wait: its demotions need the space too.
   if (!flash_ || flash_->empty_regions() >= want) return;
-  std::lock_guard<std::mutex> guard(compact_mu_);
+  MutexLock guard(compact_mu_);
   for (uint32_t i = 0; i < std::max<uint32_t>(8, 2 * want) && flash_->empty_regions() < want; ++i) {
     if (!CompactRegion()) break;
   }
@@ -244,7 +244,7 @@ bool TieredStore::CompactRegion() {
   for (const FlashLog::Located& candidate : keys) {
     const BlockKey& key = candidate.key;
     Index::Shard& shard = index_.ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (!e || !e->on_flash() || flash_->region_of(e->flash_page()) != region) continue;
     if (!FlashValidLocked(*e)) continue;
@@ -303,7 +303,7 @@ bool TieredStore::CompactRegion() {
     bool written = m.ok && reqs[ri++].status.ok();
     Index::Shard& shard = index_.ShardFor(m.key);
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       IndexEntry* e = shard.Find(m.key);
       bool same =
           e && !e->in_dram() && e->on_flash() && e->flash_page() == m.page && e->aux == m.gen;
@@ -351,7 +351,7 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
     Record& r = dram_->rec(id);
     BlockKey key = victims[i].key;
     Index::Shard& shard = index_.ShardFor(key);
-    std::unique_lock<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     // Erased or replaced meanwhile (and maybe the record reused by another key).
     if (!e || !e->in_dram() || e->aux != id || r.gen != victims[i].gen) continue;
@@ -459,7 +459,7 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
     Index::Shard& shard = index_.ShardFor(w.key);
     bool doom = false;
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       IndexEntry* e = shard.Find(w.key);
       if (e && e->in_dram() && e->aux == w.id) {
         if (ok) {
@@ -537,7 +537,7 @@ void TieredStore::EnforceFlashQuota(uint16_t tenant) {
   flash_->OldestOf(tenant, held - quota, 1024, &oldest);
   for (const FlashLog::Located& b : oldest) {
     Index::Shard& shard = index_.ShardFor(b.key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(b.key);
     bool here = e && e->on_flash() && e->flash_page() == b.page &&
                 (e->in_dram() ? dram_->rec(e->aux).flash_gen : e->aux) == b.gen;
@@ -567,7 +567,7 @@ TenantUsage TieredStore::Usage(uint16_t tenant) const {
 void TieredStore::DropLost(const std::vector<FlashLog::Located>& lost) {
   for (const FlashLog::Located& b : lost) {
     Index::Shard& shard = index_.ShardFor(b.key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(b.key);
     if (!e || !e->on_flash() || e->flash_page() != b.page) continue;
     if (e->in_dram()) {  // only its flash copy is gone
@@ -581,10 +581,10 @@ void TieredStore::DropLost(const std::vector<FlashLog::Located>& lost) {
 }
 
 void TieredStore::SweepStale(size_t slots) {
-  std::lock_guard<std::mutex> sweep(sweep_mu_);
+  MutexLock sweep(sweep_mu_);
   while (slots > 0) {
     Index::Shard& shard = index_.shard(sweep_shard_);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     size_t n = std::min(slots, shard.capacity() - std::min(shard.capacity(), sweep_slot_));
     shard.EraseIf(sweep_slot_, n, [this](const IndexEntry& e) {
       bool stale = !e.in_dram() && !FlashValidLocked(e);
@@ -612,7 +612,7 @@ Status TieredStore::Publish(uint32_t id, const BlockKey& key, const PutOptions& 
   uint32_t replaced = kNoRecord;
   bool replaced_flash = false;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     // A stale entry (its flash region was evicted, the sweep has not reached it yet) is a
     // miss, and also a ghost: the block was held recently, so it re-enters the main queue.
@@ -716,7 +716,7 @@ std::vector<HeldBlock> TieredStore::ListBlocks(size_t max) {
   std::vector<Ranked> all;
   for (unsigned i = 0; i < index_.shard_count(); ++i) {
     Index::Shard& shard = index_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     shard.ForEach([&](const IndexEntry& e) {
       if (e.in_dram()) {
         all.push_back({dram_->Priority(e.aux), {e.key, e.size(), true, dram_->Uses(e.aux)}});
@@ -748,7 +748,7 @@ bool TieredStore::HeldAlready(const BlockKey& key, size_t size) {
   // after a missing one cost the conversation of another user each time).
   Index::Shard& shard = index_.ShardFor(key);
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (!e || !(e->in_dram() || FlashValidLocked(*e))) return false;
     if (e->in_dram()) dram_->Touch(e->aux);  // a re-put is a use
@@ -837,7 +837,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     bool promoted = false, retry = false;
     Index::Shard& shard = index_.ShardFor(fr.key);
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       IndexEntry* e = shard.Find(fr.key);
       bool same = e && e->on_flash() && e->flash_page() == fr.page &&
                   (e->in_dram() ? dram_->rec(e->aux).flash_gen : e->aux) == fr.gen &&
@@ -961,7 +961,7 @@ BlockView TieredStore::PinResident(const BlockKey& key, size_t* flash_size) {
   BlockView view;
   *flash_size = 0;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (e && e->in_dram()) {
       view = PinLocked(*e);
@@ -1009,7 +1009,7 @@ void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Blo
     BlockView view;
     FlashRead fr;
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       IndexEntry* e = shard.Find(key);
       if (e && !e->in_dram() && !FlashValidLocked(*e)) {
         shard.Erase(e);  // its region was evicted
@@ -1086,7 +1086,7 @@ void TieredStore::Clear() {
   std::vector<uint32_t> doomed;
   for (unsigned i = 0; i < index_.shard_count(); ++i) {
     Index::Shard& shard = index_.shard(i);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     shard.EraseIf(0, shard.capacity(), [&](const IndexEntry& e) {
       ReleaseFlashLocked(e);
       if (e.in_dram()) {
@@ -1110,7 +1110,7 @@ void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
     Index::Shard& shard = index_.ShardFor(op.key);
     uint32_t id = kNoRecord;
     {
-      std::unique_lock<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       IndexEntry* e = shard.Find(op.key);
       if (e && !e->in_dram() && !FlashValidLocked(*e)) {
         shard.Erase(e);  // its region was evicted
@@ -1119,7 +1119,7 @@ void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
       if (!e) {
         op.status = Status::NotFound();
         c_.misses.fetch_add(1, std::memory_order_relaxed);
-        lock.unlock();
+        lock.Unlock();
         Observe(op.key, 0, false);
         continue;
       }
@@ -1142,7 +1142,7 @@ void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
         fr.crc = e->crc;
         fr.start_ns = t0;
         flash_reads.push_back(fr);
-        lock.unlock();
+        lock.Unlock();
         Observe(op.key, fr.size, false);
         continue;
       }
@@ -1161,7 +1161,7 @@ void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
 
 bool TieredStore::Exists(const BlockKey& key) {
   Index::Shard& shard = index_.ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(shard.mu);
   IndexEntry* e = shard.Find(key);
   return e && (e->in_dram() || FlashValidLocked(*e));
 }
@@ -1171,7 +1171,7 @@ Status TieredStore::Erase(const BlockKey& key) {
   uint32_t doomed;
   bool on_flash = false;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (!e) return Status::NotFound();
     bool held = e->in_dram() || FlashValidLocked(*e);
@@ -1240,7 +1240,7 @@ size_t TieredStore::MatchPrefixInIndex(std::span<const BlockKey> chain) {
     for (size_t s = 0; s < shards; ++s) {
       if (first[s] == first[s + 1]) continue;
       Index::Shard& shard = index_.shard(static_cast<unsigned>(s));
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       for (uint32_t j = first[s]; j < first[s + 1]; ++j) shard.Prefetch(chain[base + order[j]]);
       for (uint32_t j = first[s]; j < first[s + 1]; ++j) {
         size_t i = order[j];
@@ -1258,7 +1258,7 @@ void TieredStore::PromoteKeys(const std::vector<BlockKey>& keys) {
   std::vector<FlashRead> reads;
   for (const BlockKey& key : keys) {
     Index::Shard& shard = index_.ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     IndexEntry* e = shard.Find(key);
     if (!e || e->in_dram() || !FlashValidLocked(*e)) continue;
     FlashRead fr;
@@ -1280,7 +1280,7 @@ void TieredStore::Prefetch(std::span<const BlockKey> keys) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mover_mu_);
+    MutexLock lock(mover_mu_);
     constexpr size_t kMaxQueued = 1 << 16;  // a hint: past this, drop rather than grow
     for (const BlockKey& k : keys) {
       if (prefetch_queue_.size() >= kMaxQueued) break;
@@ -1288,7 +1288,7 @@ void TieredStore::Prefetch(std::span<const BlockKey> keys) {
     }
   }
   mover_wanted_.store(true, std::memory_order_release);
-  mover_cv_.notify_one();
+  mover_cv_.Signal();
 }
 
 void TieredStore::Quiesce() {
@@ -1297,25 +1297,25 @@ void TieredStore::Quiesce() {
     }
     return;
   }
-  std::unique_lock<std::mutex> lock(mover_mu_);
+  MutexLock lock(mover_mu_);
   uint64_t want = ++requested_passes_;
   mover_wanted_.store(true, std::memory_order_release);
-  mover_cv_.notify_one();
-  idle_cv_.wait(lock, [&] { return done_passes_ >= want || stop_; });
+  mover_cv_.Signal();
+  while (done_passes_ < want && !stop_) idle_cv_.Wait(lock);
 }
 
 void TieredStore::MoverLoop() {
-  std::unique_lock<std::mutex> lock(mover_mu_);
+  MutexLock lock(mover_mu_);
   while (!stop_) {
-    mover_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] {
-      return stop_ || mover_wanted_.load(std::memory_order_acquire) || !prefetch_queue_.empty();
-    });
+    if (!mover_wanted_.load(std::memory_order_acquire) && prefetch_queue_.empty()) {
+      mover_cv_.WaitFor(lock, std::chrono::milliseconds(20));
+    }
     if (stop_) break;
     mover_wanted_.store(false, std::memory_order_release);
     uint64_t pass = requested_passes_;
-    lock.unlock();
+    lock.Unlock();
     DrainTuner();  // the policy simulations run here, off the request path
-    lock.lock();
+    lock.Lock();
     // Prefetches first (a reader is about to want them), in batches of one device submit.
     while (!prefetch_queue_.empty() && !stop_) {
       std::vector<BlockKey> keys;
@@ -1323,20 +1323,20 @@ void TieredStore::MoverLoop() {
         keys.push_back(prefetch_queue_.front());
         prefetch_queue_.pop_front();
       }
-      lock.unlock();
+      lock.Unlock();
       PromoteKeys(keys);
-      lock.lock();
+      lock.Lock();
     }
-    lock.unlock();
+    lock.Unlock();
     while (dram_->free_bytes() < free_target_bytes_) {
       if (EvictSome(kEvictBatch, /*may_write=*/true) == 0) break;
     }
-    lock.lock();
+    lock.Lock();
     done_passes_ = std::max(done_passes_, pass);
-    idle_cv_.notify_all();
+    idle_cv_.SignalAll();
   }
   done_passes_ = requested_passes_;
-  idle_cv_.notify_all();
+  idle_cv_.SignalAll();
 }
 
 StoreStats TieredStore::GetStats() const {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/mutex.h"
 #include "engine/dram_tier.h"
 #include "engine/flash_log.h"
 #include "engine/index.h"
@@ -142,7 +143,8 @@ class TieredStore final : public Store {
   // which it returns (or kNoRecord) for the caller to Doom.
   // `*flash` (optional) is set if a flash copy was released: the caller Persists before
   // acknowledging.
-  uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e, bool* flash = nullptr);
+  uint32_t EraseEntryLocked(Index::Shard& shard, IndexEntry* e, bool* flash = nullptr)
+      REQUIRES(shard.mu);
   // REQUIRES: the shard lock of e.key. The entry's flash copy, if any, is no longer live.
   // True if it had one.
   bool ReleaseFlashLocked(const IndexEntry& e);
@@ -170,7 +172,7 @@ class TieredStore final : public Store {
     if (!mover_.joinable()) {
       DrainTuner();
     } else if (tuner_->backlog() && !mover_wanted_.exchange(true, std::memory_order_acq_rel)) {
-      mover_cv_.notify_one();  // without flash nothing else wakes the mover
+      mover_cv_.Signal();  // without flash nothing else wakes the mover
     }
   }
   void DrainTuner() {
@@ -208,16 +210,17 @@ class TieredStore final : public Store {
   Histogram put_hist_, get_dram_hist_, get_flash_hist_;
 
   std::atomic<bool> closing_{false};  // FlushForClose: flash admission and budget set aside
-  std::mutex compact_mu_;
-  std::mutex sweep_mu_;
-  unsigned sweep_shard_ = 0;  // GUARDED_BY(sweep_mu_)
-  size_t sweep_slot_ = 0;     // GUARDED_BY(sweep_mu_)
+  Mutex compact_mu_;
+  Mutex sweep_mu_;
+  unsigned sweep_shard_ GUARDED_BY(sweep_mu_) = 0;
+  size_t sweep_slot_ GUARDED_BY(sweep_mu_) = 0;
 
-  std::mutex mover_mu_;
-  std::condition_variable mover_cv_, idle_cv_;
-  std::deque<BlockKey> prefetch_queue_;              // GUARDED_BY(mover_mu_)
-  uint64_t requested_passes_ = 0, done_passes_ = 0;  // GUARDED_BY(mover_mu_)
-  bool stop_ = false;                                // GUARDED_BY(mover_mu_)
+  Mutex mover_mu_;
+  CondVar mover_cv_, idle_cv_;
+  std::deque<BlockKey> prefetch_queue_ GUARDED_BY(mover_mu_);
+  uint64_t requested_passes_ GUARDED_BY(mover_mu_) = 0;
+  uint64_t done_passes_ GUARDED_BY(mover_mu_) = 0;
+  bool stop_ GUARDED_BY(mover_mu_) = false;
   std::atomic<bool> mover_wanted_{false};
   std::thread mover_;
 };

@@ -22,7 +22,7 @@ void WriteBudget::RefillLocked() const {
 }
 
 bool WriteBudget::Admit(uint64_t bytes, bool used) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RefillLocked();
   double need = static_cast<double>(bytes);
   double floor = used ? 0 : bucket_ / 2;
@@ -32,7 +32,7 @@ bool WriteBudget::Admit(uint64_t bytes, bool used) {
 }
 
 double WriteBudget::level() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RefillLocked();
   return bucket_ > 0 ? tokens_ / bucket_ : 0;
 }

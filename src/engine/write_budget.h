@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/mutex.h"
+
 namespace kvpool::engine {
 
 class WriteBudget {
@@ -34,13 +36,13 @@ class WriteBudget {
   double level() const;
 
  private:
-  void RefillLocked() const;
+  void RefillLocked() const REQUIRES(mu_);
   const double rate_;  // bytes per second
   const double bucket_;
   uint64_t (*const clock_ns_)();
-  mutable std::mutex mu_;
-  mutable double tokens_;         // GUARDED_BY(mu_)
-  mutable uint64_t last_ns_ = 0;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable double tokens_ GUARDED_BY(mu_);
+  mutable uint64_t last_ns_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool::engine

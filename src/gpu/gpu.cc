@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "gpu/kernels.h"
 
 namespace kvpool::gpu {
@@ -25,26 +26,26 @@ Status CudaError(cudaError_t e, const char* what) {
 
 // Registered regions by host start: [start, start + size) -> the device address of start.
 struct Registry {
-  std::mutex mu;
-  std::map<uintptr_t, std::pair<size_t, uintptr_t>> regions;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::map<uintptr_t, std::pair<size_t, uintptr_t>> regions GUARDED_BY(mu);
 
   void Add(const void* p, size_t n, const void* dev) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     regions[reinterpret_cast<uintptr_t>(p)] = {n, reinterpret_cast<uintptr_t>(dev)};
   }
   void Remove(const void* p) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     regions.erase(reinterpret_cast<uintptr_t>(p));
   }
   bool Exactly(const void* p, size_t n) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     auto it = regions.find(reinterpret_cast<uintptr_t>(p));
     return it != regions.end() && it->second.first == n;
   }
   // The device address of [p, p + n) if it lies in one registered region, else 0.
   uintptr_t Translate(const void* p, size_t n) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     auto it = regions.upper_bound(a);
     if (it == regions.begin()) return 0;
     --it;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "kvpool/gpu_loader.h"
 
 namespace kvpool::gpu {
@@ -123,41 +124,41 @@ class Loader::Impl {
     size_t landed = 0;
     bool done = false;
   };
-  std::mutex pmu;
-  std::condition_variable pcv;
-  std::map<Ticket, GpuPrestage> prestages;  // GUARDED_BY(pmu)
-  std::deque<Ticket> queue;                 // GUARDED_BY(pmu)
-  Ticket next_ticket = 1;                   // GUARDED_BY(pmu)
-  bool stop = false;                        // GUARDED_BY(pmu)
+  Mutex pmu;
+  CondVar pcv;
+  std::map<Ticket, GpuPrestage> prestages GUARDED_BY(pmu);
+  std::deque<Ticket> queue GUARDED_BY(pmu);
+  Ticket next_ticket GUARDED_BY(pmu) = 1;
+  bool stop GUARDED_BY(pmu) = false;
   std::thread prestager;
   std::unique_ptr<Mover> prestage_mover;  // the prestage thread's own
 
   ~Impl() {
     {
-      std::lock_guard<std::mutex> lock(pmu);
+      MutexLock lock(pmu);
       stop = true;
     }
-    pcv.notify_all();
+    pcv.SignalAll();
     if (prestager.joinable()) prestager.join();
   }
 
   void PrestageLoop() {
-    std::unique_lock<std::mutex> lock(pmu);
+    MutexLock lock(pmu);
     while (true) {
-      pcv.wait(lock, [&] { return stop || !queue.empty(); });
+      pcv.Wait(lock, [&]() REQUIRES(pmu) { return stop || !queue.empty(); });
       if (queue.empty()) return;  // stopping, nothing left
       Ticket t = queue.front();
       queue.pop_front();
       GpuPrestage job = prestages[t];  // a copy: the map may change meanwhile
-      lock.unlock();
+      lock.Unlock();
       size_t landed = 0;
       Status s = RunPrestage(job, &landed);
-      lock.lock();
+      lock.Lock();
       GpuPrestage& j = prestages[t];
       j.status = s;
       j.landed = landed;
       j.done = true;
-      pcv.notify_all();
+      pcv.SignalAll();
     }
   }
 
@@ -328,7 +329,7 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::Ticket Loader::PrestageToGpu(NearCache& near, std::span<const BlockKey> keys,
                                      std::span<const uint32_t> slots, void* stream,
                                      Deadline deadline) {
-  std::lock_guard<std::mutex> lock(impl_->pmu);
+  MutexLock lock(impl_->pmu);
   const Ticket t = impl_->next_ticket++;
   Impl::GpuPrestage& job = impl_->prestages[t];
   job.near = &near;
@@ -352,22 +353,22 @@ Loader::Ticket Loader::PrestageToGpu(NearCache& near, std::span<const BlockKey> 
   impl_->queue.push_back(t);
   if (!impl_->prestager.joinable())
     impl_->prestager = std::thread([impl = impl_.get()] { impl->PrestageLoop(); });
-  impl_->pcv.notify_all();
+  impl_->pcv.SignalAll();
   return t;
 }
 
 Result<size_t> Loader::WaitGpuPrestage(Ticket ticket, Deadline deadline) {
-  std::unique_lock<std::mutex> lock(impl_->pmu);
+  MutexLock lock(impl_->pmu);
   auto it = impl_->prestages.find(ticket);
   if (it == impl_->prestages.end())
     return Status::InvalidArgument("no such prestage (or already reported)");
   auto done = [&] { return it->second.done; };
   if (deadline.none()) {
-    impl_->pcv.wait(lock, done);
+    impl_->pcv.Wait(lock, done);
   } else {
     const uint64_t now = NowNanos();
     if (deadline.steady_ns > now)
-      impl_->pcv.wait_for(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
+      impl_->pcv.WaitFor(lock, std::chrono::nanoseconds(deadline.steady_ns - now), done);
   }
   if (!it->second.done) return size_t{0};
   Status s = it->second.status;

@@ -78,7 +78,7 @@ UringDevice::~UringDevice() {
 
 std::unique_ptr<UringDevice::Ring> UringDevice::AcquireRing() {
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     if (!pool_.empty()) {
       auto r = std::move(pool_.back());
       pool_.pop_back();
@@ -91,7 +91,7 @@ std::unique_ptr<UringDevice::Ring> UringDevice::AcquireRing() {
 }
 
 void UringDevice::ReleaseRing(std::unique_ptr<Ring> ring) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  MutexLock lock(pool_mu_);
   pool_.push_back(std::move(ring));
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "io/device.h"
 
 namespace kvpool::io {
@@ -39,8 +40,8 @@ class UringDevice final : public Device {
 
   int fd_;
   unsigned depth_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Ring>> pool_;  // GUARDED_BY(pool_mu_)
+  Mutex pool_mu_;
+  std::vector<std::unique_ptr<Ring>> pool_ GUARDED_BY(pool_mu_);
 };
 
 }  // namespace kvpool::io

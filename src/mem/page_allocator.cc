@@ -11,7 +11,7 @@ PageAllocator::PageAllocator(uint32_t pages)
       next_(pages, kNone),
       prev_(pages, kNone),
       lists_(32, kNone) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   FreeRangeLocked(0, pages);
 }
 
@@ -60,7 +60,7 @@ void PageAllocator::FreeRangeLocked(uint32_t first, uint32_t pages) {
 uint32_t PageAllocator::Allocate(uint32_t pages) {
   if (pages == 0) return kNone;
   int want = pages == 1 ? 0 : 32 - std::countl_zero(pages - 1);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   int order = want;
   while (order <= max_order_ && lists_[order] == kNone) ++order;
   if (order > max_order_) return kNone;
@@ -74,17 +74,17 @@ uint32_t PageAllocator::Allocate(uint32_t pages) {
 }
 
 void PageAllocator::Free(uint32_t first, uint32_t pages) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   FreeRangeLocked(first, pages);
 }
 
 uint32_t PageAllocator::free_pages() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return free_;
 }
 
 uint32_t PageAllocator::largest_free_run() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (int o = max_order_; o >= 0; --o) {
     if (lists_[o] != kNone) return 1u << o;
   }

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace kvpool::mem {
 
 class PageAllocator {
@@ -30,18 +32,19 @@ class PageAllocator {
 
  private:
   static constexpr uint8_t kNotHead = 0xFF;
-  void FreeRangeLocked(uint32_t first, uint32_t pages);
-  void FreeBlockLocked(uint32_t page, int order);
-  void PushLocked(uint32_t page, int order);
-  void RemoveLocked(uint32_t page, int order);
+  void FreeRangeLocked(uint32_t first, uint32_t pages) REQUIRES(mu_);
+  void FreeBlockLocked(uint32_t page, int order) REQUIRES(mu_);
+  void PushLocked(uint32_t page, int order) REQUIRES(mu_);
+  void RemoveLocked(uint32_t page, int order) REQUIRES(mu_);
 
   const uint32_t pages_;
   int max_order_;
-  mutable std::mutex mu_;
-  std::vector<uint8_t> head_order_;    // GUARDED_BY(mu_): order of the free block at a page
-  std::vector<uint32_t> next_, prev_;  // GUARDED_BY(mu_): free-list links per head page
-  std::vector<uint32_t> lists_;        // GUARDED_BY(mu_): head page of each order's list
-  uint32_t free_ = 0;                  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<uint8_t> head_order_ GUARDED_BY(mu_);  // order of the free block at a page
+  std::vector<uint32_t> next_ GUARDED_BY(mu_);       // free-list links per head page
+  std::vector<uint32_t> prev_ GUARDED_BY(mu_);
+  std::vector<uint32_t> lists_ GUARDED_BY(mu_);  // head page of each order's list
+  uint32_t free_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvpool::mem

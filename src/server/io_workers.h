@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace kvpool::server {
 
 class IoWorkers {
@@ -28,10 +30,10 @@ class IoWorkers {
  private:
   void Loop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

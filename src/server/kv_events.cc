@@ -96,7 +96,7 @@ KvEventPublisher::~KvEventPublisher() {
 void KvEventPublisher::Queue(const Event& e) {
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (queue_.size() >= options_.max_queued_events) {
       ++stats_.dropped;
       return;
@@ -120,7 +120,7 @@ void KvEventPublisher::OnRemoved(const BlockKey& key, uint16_t tenant) {
 }
 
 KvEventsStats KvEventPublisher::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
@@ -260,7 +260,7 @@ void KvEventPublisher::ServeReplay() {
         if (seq >= start) SendParts(replay_, {id, "", Be64(seq), payload});
       }
       SendParts(replay_, {id, "", Be64(-1), ""});
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.replays;
     }
     frames.clear();  // anything else is ignored: a bad request must not stop the publisher
@@ -276,7 +276,7 @@ void KvEventPublisher::Run() {
     (void)!::read(wake_fd_, &n, sizeof n);
     if (replay_ && (items[1].revents & ZMQ_POLLIN)) ServeReplay();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       events.swap(queue_);
     }
     for (size_t off = 0; off < events.size(); off += options_.max_events_per_batch) {
@@ -297,13 +297,13 @@ void KvEventPublisher::Run() {
           if (history_.size() > options_.buffer_steps) history_.pop_front();
         }
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.batches;
       for (const Event& e : part) ++(e.stored ? stats_.stored : stats_.removed);
     }
     events.clear();
     if (stop_.load()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (queue_.empty()) return;
     }
   }

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool/status.h"
 #include "kvpool/store.h"
 
@@ -110,9 +111,9 @@ class KvEventPublisher : public StoreListener {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
-  mutable std::mutex mu_;
-  std::vector<Event> queue_;  // GUARDED_BY(mu_)
-  KvEventsStats stats_;       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<Event> queue_ GUARDED_BY(mu_);
+  KvEventsStats stats_ GUARDED_BY(mu_);
 
   // Owned by the publishing thread: `endpoint`'s batches, for replay.
   std::deque<std::pair<int64_t, std::string>> history_;

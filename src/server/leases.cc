@@ -6,7 +6,7 @@
 namespace kvpool::server {
 
 void Leases::Hold(const BlockKey& key, BlockView view, uint64_t now_ns, uint64_t ttl_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SweepLocked(now_ns);
   ++counts_.granted;
   uint64_t expiry_ns = now_ns + ttl_ns;
@@ -33,7 +33,7 @@ void Leases::Hold(const BlockKey& key, BlockView view, uint64_t now_ns, uint64_t
 
 std::shared_ptr<const BlockView> Leases::Take(const BlockKey& key, uint64_t now_ns,
                                               bool store_missed) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SweepLocked(now_ns);
   auto it = held_.find(key);
   if (it == held_.end()) return nullptr;
@@ -45,7 +45,7 @@ std::shared_ptr<const BlockView> Leases::Take(const BlockKey& key, uint64_t now_
 }
 
 void Leases::ForgetSlow(const BlockKey* key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (key == nullptr) {
     while (!held_.empty()) DropLocked(held_.begin(), false);
     return;
@@ -55,7 +55,7 @@ void Leases::ForgetSlow(const BlockKey* key) {
 }
 
 void Leases::SweepSlow(uint64_t now_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SweepLocked(now_ns);
 }
 
@@ -76,7 +76,7 @@ void Leases::DropLocked(Map::iterator it, bool expired) {
 }
 
 LeaseStats Leases::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   LeaseStats s = counts_;
   s.held = held_.size();
   s.held_bytes = bytes_;

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "kvpool/store.h"
 
 namespace kvpool::server {
@@ -76,16 +77,17 @@ class Leases {
   using Map = std::unordered_map<BlockKey, Lease, BlockKeyHash>;
   void SweepSlow(uint64_t now_ns);
   void ForgetSlow(const BlockKey* key);  // null: every lease
-  void SweepLocked(uint64_t now_ns);
-  void DropLocked(Map::iterator it, bool expired);
+  void SweepLocked(uint64_t now_ns) REQUIRES(mu_);
+  void DropLocked(Map::iterator it, bool expired) REQUIRES(mu_);
 
   const uint64_t max_bytes_;
-  mutable std::mutex mu_;
-  Map held_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  Map held_ GUARDED_BY(mu_);
   // Every lease by (expiry, seq): what Sweep and the byte bound drop first.
-  std::map<std::pair<uint64_t, uint64_t>, BlockKey> due_;  // GUARDED_BY(mu_)
-  uint64_t next_seq_ = 0, bytes_ = 0;                      // GUARDED_BY(mu_)
-  LeaseStats counts_;                                      // GUARDED_BY(mu_)
+  std::map<std::pair<uint64_t, uint64_t>, BlockKey> due_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  LeaseStats counts_ GUARDED_BY(mu_);
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> next_due_{UINT64_MAX};  // the earliest expiry held (a lower bound)
 };

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "server/io_workers.h"
 #include "server/native_connection.h"
 #include "server/resp_connection.h"
@@ -106,7 +107,7 @@ class Reactor final : public ReactorContext {
       if (n > 0) last_event_ns = NowNanos();  // the spin window starts once work is done
       CloseSilent();
     }
-    std::lock_guard<std::mutex> lock(handoff_mu_);
+    MutexLock lock(handoff_mu_);
     server_.open_connections().fetch_sub(static_cast<unsigned>(conns_.size() + handoff_.size()),
                                          std::memory_order_relaxed);
     conns_.clear();
@@ -151,7 +152,7 @@ class Reactor final : public ReactorContext {
   // Takes a connection accepted by another reactor (counted in open_ by the giver).
   void HandOff(net::Fd fd, Listener which) {
     {
-      std::lock_guard<std::mutex> lock(handoff_mu_);
+      MutexLock lock(handoff_mu_);
       handoff_.emplace_back(std::move(fd), which);
     }
     Wake();
@@ -170,7 +171,7 @@ class Reactor final : public ReactorContext {
     server_.io().Submit([this, fd = c.fd(), id = c.id(), job = std::move(job)]() mutable {
       job->Run();
       {
-        std::lock_guard<std::mutex> lock(done_mu_);
+        MutexLock lock(done_mu_);
         done_.push_back(Done{fd, id, std::move(job)});
       }
       Wake();
@@ -188,7 +189,7 @@ class Reactor final : public ReactorContext {
   void FinishJobs(std::vector<std::pair<int, Connection*>>& again) {
     std::vector<Done> done;
     {
-      std::lock_guard<std::mutex> lock(done_mu_);
+      MutexLock lock(done_mu_);
       done.swap(done_);
     }
     for (Done& d : done) {
@@ -204,7 +205,7 @@ class Reactor final : public ReactorContext {
   void AdoptHandoffs() {
     std::vector<std::pair<net::Fd, Listener>> got;
     {
-      std::lock_guard<std::mutex> lock(handoff_mu_);
+      MutexLock lock(handoff_mu_);
       got.swap(handoff_);
     }
     for (auto& [fd, which] : got) Adopt(std::move(fd), which);
@@ -310,10 +311,10 @@ class Reactor final : public ReactorContext {
   uint64_t last_sweep_ns_ = 0;
   std::atomic<size_t> open_{0};
   ReactorCounters counters_;
-  std::mutex done_mu_;
-  std::vector<Done> done_;  // GUARDED_BY(done_mu_): finished jobs not yet handed back
-  std::mutex handoff_mu_;
-  std::vector<std::pair<net::Fd, Listener>> handoff_;  // GUARDED_BY(handoff_mu_)
+  Mutex done_mu_;
+  std::vector<Done> done_ GUARDED_BY(done_mu_);  // finished jobs not yet handed back
+  Mutex handoff_mu_;
+  std::vector<std::pair<net::Fd, Listener>> handoff_ GUARDED_BY(handoff_mu_);
 };
 
 std::vector<size_t> Server::ConnectionsPerReactor() const {
@@ -346,7 +347,7 @@ Server::Server(const ServerOptions& options, Store* store)
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Store* store) {
   std::unique_ptr<Server> s(new Server(options, store));
   {
-    std::lock_guard lock(s->tenants_mu_);
+    MutexLock lock(s->tenants_mu_);
     s->ApplyQuotasLocked();
   }
   if (Status t = s->ReloadTls(); !t.ok()) return t;
@@ -418,12 +419,12 @@ void Server::Stop() {
 }
 
 std::shared_ptr<const Tenants> Server::tenants() const {
-  std::lock_guard lock(tenants_mu_);
+  MutexLock lock(tenants_mu_);
   return tenants_;
 }
 
 std::shared_ptr<const net::TlsContext> Server::tls() const {
-  std::lock_guard lock(tenants_mu_);
+  MutexLock lock(tenants_mu_);
   return tls_;
 }
 
@@ -431,14 +432,14 @@ Status Server::ReloadTls() {
   if (options_.tls.cert_file.empty()) return Status::Ok();
   auto ctx = net::TlsContext::Server(options_.tls);
   if (!ctx.ok()) return ctx.status();
-  std::lock_guard lock(tenants_mu_);
+  MutexLock lock(tenants_mu_);
   tls_ = std::move(ctx).value();
   return Status::Ok();
 }
 
 void Server::SetTenants(std::vector<Tenant> tenants) {
   auto next = std::make_shared<const Tenants>(std::move(tenants));
-  std::lock_guard lock(tenants_mu_);
+  MutexLock lock(tenants_mu_);
   tenants_ = std::move(next);
   ApplyQuotasLocked();
 }

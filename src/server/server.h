@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kvpool/store.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -139,11 +140,11 @@ class Server {
 
   const ServerOptions options_;
   Store* const store_;
-  mutable std::mutex tenants_mu_;
-  std::shared_ptr<const Tenants> tenants_;      // GUARDED_BY(tenants_mu_)
-  std::shared_ptr<const net::TlsContext> tls_;  // GUARDED_BY(tenants_mu_)
-  std::vector<uint16_t> quota_ids_;             // GUARDED_BY(tenants_mu_): quotas set
-  void ApplyQuotasLocked();                     // REQUIRES(tenants_mu_)
+  mutable Mutex tenants_mu_;
+  std::shared_ptr<const Tenants> tenants_ GUARDED_BY(tenants_mu_);
+  std::shared_ptr<const net::TlsContext> tls_ GUARDED_BY(tenants_mu_);
+  std::vector<uint16_t> quota_ids_ GUARDED_BY(tenants_mu_);  // quotas set
+  void ApplyQuotasLocked() REQUIRES(tenants_mu_);
   TenantStats tenant_stats_;
   net::Fd tcp_, resp_, unix_;
   uint16_t port_ = 0, resp_port_ = 0;

@@ -3,7 +3,7 @@
 namespace kvpool::server {
 
 TenantCounters* TenantStats::For(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_name_.find(name);
   if (it != by_name_.end()) return it->second.get();
   if (by_name_.size() >= kMaxTenants) name = "other";
@@ -13,7 +13,7 @@ TenantCounters* TenantStats::For(std::string_view name) {
 }
 
 std::vector<TenantSnapshot> TenantStats::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TenantSnapshot> out;
   out.reserve(by_name_.size());
   for (const auto& [name, c] : by_name_) {

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace kvpool::server {
 
 struct alignas(64) TenantCounters {
@@ -45,8 +47,8 @@ class TenantStats {
   std::vector<TenantSnapshot> Snapshot() const;  // sorted by name
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<TenantCounters>, std::less<>> by_name_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<TenantCounters>, std::less<>> by_name_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvpool::server
