@@ -133,7 +133,7 @@ void BenchMatch() {
         for (size_t j = 0; j < other.size(); j += 64) other[j] = static_cast<char>(other[j] + 1);
       }
       uint64_t t0 = NowNanos();
-      size_t held = store.MatchPrefix(chain);
+      size_t held = store.MatchPrefix(chain).value();
       lat.ns.push_back(NowNanos() - t0);
       if (held != chain.size()) std::printf("match: only %zu of the chain held\n", held);
     }
@@ -266,7 +266,7 @@ uint64_t BenchFlash(const std::string& file, uint64_t file_bytes, size_t size, b
     while (NowNanos() - t0 < 3'000'000'000ull && cursor + qd <= end) {
       for (int i = 0; i < qd; ++i) ops[i] = {Key(order[cursor++]), bufs[i], 0, 0, {}};
       uint64_t a = NowNanos();
-      s->GetBatch(ops);
+      (void)s->GetBatch(ops);
       lat.ns.push_back(NowNanos() - a);
       for (auto& op : ops) bytes += op.status.ok() ? op.size : 0;
       done += qd;

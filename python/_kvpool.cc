@@ -478,7 +478,7 @@ PYBIND11_MODULE(_kvpool, m) {
            [](StoreFace& s, const py::iterable& keys) {
              auto ks = ToKeys(keys);
              py::gil_scoped_release nogil;
-             return s.s->MatchPrefix(ks);
+             return s.s->MatchPrefix(ks).value();
            })
       .def("erase", [](StoreFace& s, const py::handle& key) { return s.s->Erase(ToKey(key)).ok(); })
       .def("stats", [](StoreFace& s) { return s.s->GetStats().ToString(); });

@@ -200,7 +200,7 @@ struct PyLoader {
   std::unique_ptr<Loader> loader;
 
   void Hold(const py::object& source) {
-    if (sources.size() >= 16) Sync();  // bounded: an engine that never synchronizes
+    if (sources.size() >= 16) (void)Sync();  // bounded: an engine that never synchronizes
     sources.push_back(source);
   }
   Status Sync() {

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 
+#include "kvpool/block_store.h"
 #include "kvpool/store.h"
 
 namespace kvpool {
@@ -54,28 +55,16 @@ struct ClientOptions {
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
 
-// An absolute limit on a batch call, on the monotonic clock. Deadline{} is none (then only
-// request_timeout_ms bounds each send and receive). Items that are not answered when it
-// passes get kTimeout, the call returns kTimeout at the deadline (never later, give or take
-// a scheduler tick), and the connection is reset so late answers cannot be mistaken for
-// the next call's.
-struct Deadline {
-  uint64_t steady_ns = 0;  // CLOCK_MONOTONIC nanoseconds; 0: none
-  static Deadline After(std::chrono::nanoseconds d);
-  bool none() const { return steady_ns == 0; }
-  bool passed() const;
-};
-
 struct ClientStats {
   uint64_t requests = 0, connects = 0, connect_failures = 0, io_failures = 0;
   uint64_t crc_failures = 0;  // gets whose value did not match its CRC (answered as misses)
 };
 
-class Client {
+class Client final : public BlockStore {
  public:
   // Fails only for invalid options; the server is reached lazily.
   static Result<std::unique_ptr<Client>> Create(const ClientOptions& options);
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -90,17 +79,19 @@ class Client {
   // gets its own status. The returned Status is the transport's (OK if the server answered).
   // Per-item codes: kNotFound (miss), kExists (insert-only put of a held key), kTooLarge,
   // kRefused, kTimeout (the deadline passed first), kUnavailable (server unreachable).
-  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {});
-  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  // Deadlines: when one passes mid-call the connection is reset, so late answers cannot
+  // be mistaken for the next call's.
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {}) override;
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override;
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
   // Lookup and lock: ExistsBatch that also holds each block found for the get that follows
   // (one get releases it; unloaded, it is released after `lease`, at most the server's
   // max_lease_ms). A held block is served by that get even if the store evicted it
   // meanwhile. A server older than the lease answers as a plain ExistsBatch.
   Status HoldBatch(std::span<KeyOp> ops, std::chrono::milliseconds lease, Deadline deadline = {});
-  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
   // Leading keys of `chain` the server holds, in one round trip (a probe).
-  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {}) override;
   Result<std::string> ServerStats();
   // The server's figures as numbers (what a pool's status shows per node). On a node with
   // tenants a tenant's connection gets its own: what it holds against its quota (0: none)

@@ -1,5 +1,6 @@
-// A client-side near cache: an embedded Store (in pinned host memory) in front of a pool
-// connection. Prestage(keys, deadline) pulls blocks from the pool in the background before
+// A client-side near cache: an embedded Store (in pinned host memory) in front of any
+// BlockStore (a Client of one kvpoold, a PoolClient of the pod pool, ...), itself a
+// BlockStore. Prestage(keys, deadline) pulls blocks from the pool in the background before
 // the engine asks for them; a later Get of a prestaged block is a local copy.
 //
 // Prestaging follows chains: blocks are fetched in order, and a miss ends the prestage (a
@@ -7,8 +8,13 @@
 // shorter prefix). Prestage never blocks its caller; WaitPrestaged blocks at most until
 // the deadline it is given.
 //
+// The BlockStore calls: gets and reads are served locally where the block is held, from the
+// backend otherwise; puts go to the backend and (keep_fetched) are kept locally too; exists
+// asks the backend for what is not local; erase removes both copies; MatchPrefix is the
+// longer of the local and the backend's prefix.
+//
 // Thread safety: every method may be called from any thread; one background thread does the
-// pool I/O of prestages, and Get's pool fetches share the same connection under a lock.
+// backend I/O of prestages, and the calls' backend I/O share that connection under a lock.
 #ifndef KVPOOL_NEAR_CACHE_H_
 #define KVPOOL_NEAR_CACHE_H_
 
@@ -16,6 +22,7 @@
 #include <memory>
 #include <span>
 
+#include "kvpool/block_store.h"
 #include "kvpool/client.h"
 #include "kvpool/pool.h"
 #include "kvpool/store.h"
@@ -43,14 +50,13 @@ struct NearCacheStats {
   uint64_t prestage_stopped_at_deadline = 0, prestage_stopped_at_miss = 0;
 };
 
-class NearCache {
+class NearCache final : public BlockStore {
  public:
-  // Takes the connection (a Client to one kvpoold, or a PoolClient to the pod pool).
+  // Takes the backend (a Client to one kvpoold, a PoolClient to the pod pool, any
+  // BlockStore), which the near cache's calls and its prestage thread then share.
   static Result<std::unique_ptr<NearCache>> Create(const NearCacheOptions& options,
-                                                   std::unique_ptr<Client> pool);
-  static Result<std::unique_ptr<NearCache>> Create(const NearCacheOptions& options,
-                                                   std::unique_ptr<PoolClient> pool);
-  ~NearCache();  // stops prestaging (in-flight requests finish), then closes
+                                                   std::unique_ptr<BlockStore> backend);
+  ~NearCache() override;  // stops prestaging (in-flight requests finish), then closes
 
   using Ticket = uint64_t;
   // Starts pulling `chain` (in order) into the near cache; returns at once.
@@ -60,9 +66,15 @@ class NearCache {
   // is forgotten after 4096 newer ones have finished (then 0).
   size_t WaitPrestaged(Ticket ticket, Deadline deadline);
 
-  // Local blocks are copied from the near cache; the rest come from the pool (by the
+  // Local blocks are copied from the near cache; the rest come from the backend (by the
   // deadline; kTimeout otherwise). Per-item statuses as Client::GetBatch.
-  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override;
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {}) override;
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {}) override;
+  Status ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
+                   Deadline deadline = {}) override;
   // Leading blocks of `chain` held locally (a probe).
   size_t LocalPrefix(std::span<const BlockKey> chain);
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kvpool/block_store.h"
 #include "kvpool/client.h"
 #include "kvpool/store.h"
 
@@ -75,10 +76,10 @@ struct PoolStatus {
   std::vector<PoolMemberStatus> members;
 };
 
-class PoolClient {
+class PoolClient final : public BlockStore {
  public:
   static Result<std::unique_ptr<PoolClient>> Create(const PoolOptions& options);
-  ~PoolClient();
+  ~PoolClient() override;
   PoolClient(const PoolClient&) = delete;
   PoolClient& operator=(const PoolClient&) = delete;
 
@@ -92,15 +93,15 @@ class PoolClient {
   // the pool has no members at all. With a deadline, items of nodes that have not answered
   // when it passes get kTimeout (and the node is not counted as failing: the deadline was
   // the caller's).
-  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {});
-  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {});
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {});
-  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {});
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {}) override;
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override;
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
 
   // Leading keys of `chain` the pool holds: each node is asked about its share of the
   // chain, all in parallel (one round trip); a node that does not answer ends the prefix
   // at its first key. A probe: no use is counted.
-  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {});
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {}) override;
 
   // The member id that owns `key` now (empty if there are no live members).
   std::string OwnerOf(const BlockKey& key);

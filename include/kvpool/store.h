@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "kvpool/block_store.h"
 #include "kvpool/key.h"
 #include "kvpool/options.h"
 #include "kvpool/stats.h"
@@ -53,28 +54,6 @@ struct TenantQuota {
 struct TenantUsage {
   uint64_t dram_bytes = 0;   // DRAM pages held (and reserved) for the tenant's blocks
   uint64_t flash_bytes = 0;  // pages of its live flash blocks
-};
-
-struct PutOp {
-  BlockKey key;
-  std::span<const std::byte> value;
-  BlockKey parent;
-  Status status;                             // out: OK, kExists, kTooLarge, kNoSpace, ...
-  std::span<const uint32_t> token_ids = {};  // in, optional: as PutOptions::token_ids
-  uint16_t tenant = 0;                       // in, optional: as PutOptions::tenant
-};
-
-struct GetOp {
-  BlockKey key;
-  std::span<std::byte> buffer;  // in: where the value goes
-  size_t size = 0;              // out: the value's size (also set on kBufferTooSmall)
-  uint32_t crc = 0;             // out: CRC32C of the value, computed at put
-  Status status;                // out: OK, kNotFound, kBufferTooSmall
-};
-
-struct KeyOp {
-  BlockKey key;
-  Status status;  // out: OK or kNotFound
 };
 
 // Block lifecycle, for publishers of KV events (StoreOptions::listener). Called on the
@@ -122,28 +101,6 @@ class Reservation {
   uint64_t reserve_ns_ = 0;  // time Reserve took (put latency = it + the commit's)
 };
 
-// A held block's bytes, read in place while the view lives (no copy out of the DRAM tier).
-// The block's memory stays valid until the view is destroyed, even if the block is erased
-// or evicted meanwhile. Move-only; hold it briefly (it keeps DRAM from being reused).
-class BlockView {
- public:
-  BlockView() = default;
-  BlockView(BlockView&& other) noexcept { *this = std::move(other); }
-  BlockView& operator=(BlockView&& other) noexcept;
-  ~BlockView();
-  std::span<const std::byte> data() const { return data_; }
-  uint32_t crc() const { return crc_; }
-
- private:
-  friend class engine::TieredStore;
-  void Reset();
-  Store* owner_ = nullptr;  // null: owned_ (a copy read from flash) or empty
-  uint32_t record_ = 0;
-  std::unique_ptr<std::byte[]> owned_;
-  std::span<const std::byte> data_;
-  uint32_t crc_ = 0;
-};
-
 // A block as ListBlocks reports it.
 struct HeldBlock {
   BlockKey key;
@@ -152,7 +109,7 @@ struct HeldBlock {
   uint8_t uses = 0;      // past uses the policy counts (0..3)
 };
 
-class Store {
+class Store : public BlockStore {
  public:
   // Opens a store (allocates the arena, opens or creates the flash file).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
@@ -182,19 +139,21 @@ class Store {
   // gives kBusy (nothing counted: call Read for it where waiting is fine, as a server's
   // I/O thread does), and a miss kNotFound. For event loops that must never block.
   virtual Result<BlockView> ReadResident(const BlockKey& key) = 0;
-  // Read of many keys (out[i] for keys[i]); the flash reads among them go out together.
-  virtual void ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) = 0;
   virtual bool Exists(const BlockKey& key) = 0;
   virtual Status Erase(const BlockKey& key) = 0;
 
-  // Batch forms: each op gets its own status; flash reads of a batch go out together.
-  virtual void PutBatch(std::span<PutOp> ops) = 0;
-  virtual void GetBatch(std::span<GetOp> ops) = 0;
-  virtual void ExistsBatch(std::span<KeyOp> ops) = 0;
-  virtual void EraseBatch(std::span<KeyOp> ops) = 0;
-
-  // How many leading keys of a chain are held. A probe: no use counted, nothing pinned.
-  virtual size_t MatchPrefix(std::span<const BlockKey> chain) = 0;
+  // The BlockStore calls (kvpool/block_store.h). In process they answer at once: the call
+  // returns OK, or kTimeout (every item too) when the deadline had passed before it. Puts
+  // and gets of a batch share their flash I/O; ReadBatch's views are in place (as Read).
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false,
+                  Deadline deadline = {}) override = 0;
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override = 0;
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override = 0;
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override = 0;
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain,
+                             Deadline deadline = {}) override = 0;
+  Status ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
+                   Deadline deadline = {}) override = 0;
   // Brings flash-resident blocks into DRAM in the background; returns at once.
   virtual void Prefetch(std::span<const BlockKey> keys) = 0;
   // Waits until background work queued so far (prefetches, demotions) is done. For tests

@@ -712,11 +712,6 @@ Status Client::Erase(const BlockKey& key) {
   return op.status;
 }
 
-Deadline Deadline::After(std::chrono::nanoseconds d) {
-  return Deadline{NowNanos() + static_cast<uint64_t>(std::max<int64_t>(d.count(), 1))};
-}
-bool Deadline::passed() const { return steady_ns != 0 && NowNanos() >= steady_ns; }
-
 namespace {
 template <class OpT>
 Status Expired(std::span<OpT> ops) {

@@ -15,11 +15,8 @@ namespace kvpool {
 
 class NearCache::Impl {
  public:
-  using Fetch = std::function<Status(std::span<GetOp>, Deadline)>;
-
-  Impl(const NearCacheOptions& o, std::unique_ptr<Store> local, Fetch fetch,
-       std::shared_ptr<void> owner)
-      : o_(o), local_(std::move(local)), fetch_(std::move(fetch)), owner_(std::move(owner)) {
+  Impl(const NearCacheOptions& o, std::unique_ptr<Store> local, std::unique_ptr<BlockStore> backend)
+      : o_(o), local_(std::move(local)), backend_(std::move(backend)) {
     worker_ = std::thread([this] { Work(); });
   }
 
@@ -71,7 +68,7 @@ class NearCache::Impl {
   }
 
   Status GetBatch(std::span<GetOp> ops, Deadline deadline) {
-    local_->GetBatch(ops);
+    (void)local_->GetBatch(ops);
     std::vector<GetOp> remote;
     std::vector<size_t> where;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -86,7 +83,7 @@ class NearCache::Impl {
     Status s;
     {
       std::lock_guard<std::mutex> lock(io_mu_);
-      s = fetch_(remote, deadline);
+      s = backend_->GetBatch(remote, deadline);
     }
     for (size_t k = 0; k < remote.size(); ++k) {
       GetOp& op = ops[where[k]];
@@ -106,10 +103,73 @@ class NearCache::Impl {
     stats_.*field += n;
   }
 
+  // Puts go to the backend; what it took (or already held, on an overwrite: replaced) is
+  // kept locally too when keep_fetched, so a local copy is never older than the backend's.
+  Status PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      s = backend_->PutBatch(ops, overwrite, deadline);
+    }
+    for (const PutOp& op : ops) {
+      PutOptions po{op.parent, overwrite, {}, op.tenant};
+      if (op.status.ok() && o_.keep_fetched) {
+        (void)local_->Put(op.key, op.value, po);
+      } else if (overwrite || !op.status.ok()) {
+        (void)local_->Erase(op.key);  // no local copy that the backend may not hold
+      }
+    }
+    return s;
+  }
+
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
+    (void)local_->ExistsBatch(ops);
+    std::vector<KeyOp> remote;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i].status.ok()) {
+        remote.push_back({ops[i].key, {}});
+        where.push_back(i);
+      }
+    }
+    if (remote.empty()) return Status::Ok();
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      s = backend_->ExistsBatch(remote, deadline);
+    }
+    for (size_t k = 0; k < remote.size(); ++k) ops[where[k]].status = remote[k].status;
+    return s;
+  }
+
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
+    std::vector<KeyOp> local(ops.begin(), ops.end());
+    (void)local_->EraseBatch(local);
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      s = backend_->EraseBatch(ops, deadline);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (local[i].status.ok() && ops[i].status.IsNotFound()) ops[i].status = Status::Ok();
+    }
+    return s;
+  }
+
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+    size_t local = local_->MatchPrefix(chain).value();
+    if (local == chain.size()) return local;
+    Result<size_t> remote = [&] {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      return backend_->MatchPrefix(chain, deadline);
+    }();
+    if (!remote.ok()) return remote;
+    return std::max(local, remote.value());
+  }
+
   const NearCacheOptions o_;
   std::unique_ptr<Store> local_;
-  Fetch fetch_;
-  std::shared_ptr<void> owner_;  // keeps the connection alive
+  std::unique_ptr<BlockStore> backend_;
   mutable std::mutex stats_mu_;
   NearCacheStats stats_;
 
@@ -119,7 +179,7 @@ class NearCache::Impl {
   void Run(Ticket t, const Job& job) {
     const std::vector<BlockKey>& chain = job.chain;
     if (slots_.size() < o_.batch) slots_.resize(o_.batch);
-    size_t i = local_->MatchPrefix(chain);  // already local: no transfer
+    size_t i = local_->MatchPrefix(chain).value();  // already local: no transfer
     Publish(t, i, false);
     while (i < chain.size()) {
       if (job.deadline.passed()) {
@@ -135,7 +195,7 @@ class NearCache::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(io_mu_);
-        (void)fetch_(ops, job.deadline);
+        (void)backend_->GetBatch(ops, job.deadline);
         // Blocks larger than the slots: grow every slot to the largest (later batches reuse
         // them), then fetch those blocks again in one request.
         std::vector<GetOp> again;
@@ -154,7 +214,7 @@ class NearCache::Impl {
             ops[k].buffer = slots_[k];
             again.push_back(ops[k]);
           }
-          (void)fetch_(again, job.deadline);
+          (void)backend_->GetBatch(again, job.deadline);
           for (size_t j = 0; j < where.size(); ++j) ops[where[j]] = again[j];
         }
       }
@@ -238,38 +298,17 @@ class NearCache::Impl {
   std::thread worker_;
 };
 
-namespace {
-
-template <class Conn>
-Result<std::unique_ptr<NearCache::Impl>> MakeImpl(const NearCacheOptions& o,
-                                                  std::unique_ptr<Conn> conn) {
-  if (!conn) return Status::InvalidArgument("near cache: no pool connection");
+Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
+                                                     std::unique_ptr<BlockStore> backend) {
+  if (!backend) return Status::InvalidArgument("near cache: no backend store");
   if (o.batch == 0 || o.max_block_bytes == 0)
     return Status::InvalidArgument("near cache: batch and max_block_bytes must be > 0");
   StoreOptions so = o.store;
   so.max_value_bytes = std::min<uint64_t>(so.max_value_bytes, so.dram_bytes / 2);
   auto local = Store::Open(so);
   if (!local.ok()) return local.status();
-  std::shared_ptr<Conn> shared(std::move(conn));
-  Conn* raw = shared.get();
-  auto fetch = [raw](std::span<GetOp> ops, Deadline d) { return raw->GetBatch(ops, d); };
-  return std::make_unique<NearCache::Impl>(o, std::move(local).value(), fetch, shared);
-}
-
-}  // namespace
-
-Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
-                                                     std::unique_ptr<Client> pool) {
-  auto impl = MakeImpl(o, std::move(pool));
-  if (!impl.ok()) return impl.status();
-  return std::unique_ptr<NearCache>(new NearCache(std::move(impl).value()));
-}
-
-Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
-                                                     std::unique_ptr<PoolClient> pool) {
-  auto impl = MakeImpl(o, std::move(pool));
-  if (!impl.ok()) return impl.status();
-  return std::unique_ptr<NearCache>(new NearCache(std::move(impl).value()));
+  auto impl = std::make_unique<Impl>(o, std::move(local).value(), std::move(backend));
+  return std::unique_ptr<NearCache>(new NearCache(std::move(impl)));
 }
 
 NearCache::NearCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -284,8 +323,41 @@ size_t NearCache::WaitPrestaged(Ticket ticket, Deadline deadline) {
 Status NearCache::GetBatch(std::span<GetOp> ops, Deadline deadline) {
   return impl_->GetBatch(ops, deadline);
 }
+Status NearCache::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+  return impl_->PutBatch(ops, overwrite, deadline);
+}
+Status NearCache::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
+  return impl_->ExistsBatch(ops, deadline);
+}
+Status NearCache::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
+  return impl_->EraseBatch(ops, deadline);
+}
+Result<size_t> NearCache::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+  return impl_->MatchPrefix(chain, deadline);
+}
+Status NearCache::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
+                            Deadline deadline) {
+  // Local blocks as views in place; the rest copied from the backend (BlockStore's way).
+  if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
+  (void)impl_->local_->ReadBatch(keys, out);
+  std::vector<BlockKey> remote;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!out[i].ok() && out[i].status().IsNotFound()) {
+      remote.push_back(keys[i]);
+      where.push_back(i);
+    }
+  }
+  if (remote.empty()) return Status::Ok();
+  std::vector<Result<BlockView>> got;
+  got.reserve(remote.size());
+  for (size_t k = 0; k < remote.size(); ++k) got.emplace_back(Status::NotFound());
+  Status s = BlockStore::ReadBatch(remote, got, deadline);
+  for (size_t k = 0; k < remote.size(); ++k) out[where[k]] = std::move(got[k]);
+  return s;
+}
 size_t NearCache::LocalPrefix(std::span<const BlockKey> chain) {
-  return impl_->local_->MatchPrefix(chain);
+  return impl_->local_->MatchPrefix(chain).value();
 }
 Store& NearCache::local() { return *impl_->local_; }
 NearCacheStats NearCache::stats() const {

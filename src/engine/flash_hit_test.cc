@@ -119,7 +119,7 @@ TEST(FlashHit, ABatchOfViewsMixesTiersAndMisses) {
     for (size_t i = 0; i < n; ++i) keys.push_back(TestKey(i % 2 ? 1000 + i : (i * 37) % 120));
     std::vector<Result<BlockView>> out;
     for (size_t i = 0; i < n; ++i) out.emplace_back(Status::Internal("unset"));
-    s->ReadBatch(keys, out);
+    (void)s->ReadBatch(keys, out);
     for (size_t i = 0; i < n; ++i) {
       if (i % 2) {
         EXPECT_TRUE(out[i].status().IsNotFound()) << i;

@@ -120,7 +120,7 @@ uint64_t HotSetHits(double reuse_bonus, StoreStats* stats) {
   for (int r = 0; r < 60; ++r) {
     for (uint64_t h = 0; h < hot + scan; ++h) {
       BlockKey k = h < hot ? Key(h) : Key(1'000'000 + next++);
-      if (store->MatchPrefix(std::span<const BlockKey>(&k, 1)) == 1) {
+      if (store->MatchPrefix(std::span<const BlockKey>(&k, 1)).value() == 1) {
         ++hits;
       } else {
         EXPECT_TRUE(store->Put(k, value, {}).ok());

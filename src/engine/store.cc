@@ -85,28 +85,6 @@ Reservation::~Reservation() {
   if (owner_) owner_->Abort(*this);
 }
 
-void BlockView::Reset() {
-  if (owner_) owner_->ReleaseView(*this);
-  owner_ = nullptr;
-  owned_.reset();
-  data_ = {};
-}
-
-BlockView& BlockView::operator=(BlockView&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    owner_ = other.owner_;
-    record_ = other.record_;
-    owned_ = std::move(other.owned_);
-    data_ = other.data_;
-    crc_ = other.crc_;
-    other.owner_ = nullptr;
-    other.data_ = {};
-  }
-  return *this;
-}
-
-BlockView::~BlockView() { Reset(); }
 
 namespace {
 void Lat(std::ostringstream& o, const char* name, const LatencySummary& l) {

@@ -930,7 +930,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
 
 Result<size_t> TieredStore::Get(const BlockKey& key, std::span<std::byte> buffer) {
   GetOp op{key, buffer, 0, 0, {}};
-  GetBatch(std::span<GetOp>(&op, 1));
+  GetBatchAttempt(std::span<GetOp>(&op, 1), 0);
   if (!op.status.ok()) return op.status;
   return op.size;
 }
@@ -988,11 +988,33 @@ Result<BlockView> TieredStore::ReadResident(const BlockKey& key) {
 
 Result<BlockView> TieredStore::Read(const BlockKey& key) {
   Result<BlockView> out = Status::NotFound();
-  ReadBatch(std::span<const BlockKey>(&key, 1), std::span<Result<BlockView>>(&out, 1));
+  ReadMany(std::span<const BlockKey>(&key, 1), std::span<Result<BlockView>>(&out, 1));
   return out;
 }
 
-void TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) {
+namespace {
+// An embedded call whose deadline passed before it began: every item kTimeout.
+template <class OpT>
+Status TimedOut(std::span<OpT> ops) {
+  Status s = Status::Timeout("deadline passed before the call");
+  for (OpT& op : ops) op.status = s;
+  return s;
+}
+}  // namespace
+
+Status TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
+                              Deadline deadline) {
+  if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
+  if (deadline.passed()) {
+    Status s = Status::Timeout("deadline passed before the call");
+    for (size_t i = 0; i < keys.size(); ++i) out[i] = s;
+    return s;
+  }
+  ReadMany(keys, out);
+  return Status::Ok();
+}
+
+void TieredStore::ReadMany(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) {
   // One lookup a key: a DRAM hit is pinned in place; a flash hit is read into a new DRAM
   // record, which is published (promoted) and handed out pinned: no copy, and (a few keys
   // at a time) no heap allocation.
@@ -1063,7 +1085,7 @@ void TieredStore::ReadUnpinned(std::span<const BlockKey> keys, std::span<const s
     ops[i].key = keys[i];
     ops[i].buffer = std::span<std::byte>(owned[i].get(), size);
   }
-  GetBatch(ops);
+  GetBatchAttempt(ops, 0);
   for (size_t i = 0; i < ops.size(); ++i) {
     // Not held, or re-put with another size since it was looked up (a race): a miss.
     if (!ops[i].status.ok() || !owned[i]) {
@@ -1100,7 +1122,11 @@ void TieredStore::Clear() {
   if (flash_) flash_->Persist();
 }
 
-void TieredStore::GetBatch(std::span<GetOp> ops) { GetBatchAttempt(ops, 0); }
+Status TieredStore::GetBatch(std::span<GetOp> ops, Deadline deadline) {
+  if (deadline.passed()) return TimedOut(ops);
+  GetBatchAttempt(ops, 0);
+  return Status::Ok();
+}
 
 void TieredStore::GetBatchAttempt(std::span<GetOp> ops, int attempt) {
   std::vector<FlashRead> flash_reads;
@@ -1191,25 +1217,33 @@ Status TieredStore::Erase(const BlockKey& key) {
   return Status::Ok();
 }
 
-void TieredStore::PutBatch(std::span<PutOp> ops) {
+Status TieredStore::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+  if (deadline.passed()) return TimedOut(ops);
   for (PutOp& op : ops) {
     PutOptions o;
     o.parent = op.parent;
+    o.overwrite = overwrite;
     o.token_ids = op.token_ids;
     o.tenant = op.tenant;
     op.status = Put(op.key, op.value, o);
   }
+  return Status::Ok();
 }
 
-void TieredStore::ExistsBatch(std::span<KeyOp> ops) {
+Status TieredStore::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return TimedOut(ops);
   for (KeyOp& op : ops) op.status = Exists(op.key) ? Status::Ok() : Status::NotFound();
+  return Status::Ok();
 }
 
-void TieredStore::EraseBatch(std::span<KeyOp> ops) {
+Status TieredStore::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return TimedOut(ops);
   for (KeyOp& op : ops) op.status = Erase(op.key);
+  return Status::Ok();
 }
 
-size_t TieredStore::MatchPrefix(std::span<const BlockKey> chain) {
+Result<size_t> TieredStore::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+  if (deadline.passed()) return Status::Timeout("deadline passed before the call");
   size_t matched = MatchPrefixInIndex(chain);
   if (tuner_ && !chain.empty() && tuner_->Sampled(chain[0])) {
     tuner_->OfferChain(chain);

@@ -58,14 +58,15 @@ class TieredStore final : public Store {
   Result<size_t> Get(const BlockKey& key, std::span<std::byte> buffer) override;
   Result<BlockView> Read(const BlockKey& key) override;
   Result<BlockView> ReadResident(const BlockKey& key) override;
-  void ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out) override;
+  Status ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
+                   Deadline deadline = {}) override;
   bool Exists(const BlockKey& key) override;
   Status Erase(const BlockKey& key) override;
-  void PutBatch(std::span<PutOp> ops) override;
-  void GetBatch(std::span<GetOp> ops) override;
-  void ExistsBatch(std::span<KeyOp> ops) override;
-  void EraseBatch(std::span<KeyOp> ops) override;
-  size_t MatchPrefix(std::span<const BlockKey> chain) override;
+  Status PutBatch(std::span<PutOp> ops, bool overwrite = false, Deadline deadline = {}) override;
+  Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override;
+  Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
+  Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override;
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {}) override;
   void Prefetch(std::span<const BlockKey> keys) override;
   void Quiesce() override;
   void Clear() override;
@@ -157,6 +158,7 @@ class TieredStore final : public Store {
   // place, up to twice.
   void ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int attempt = 0);
   void GetBatchAttempt(std::span<GetOp> ops, int attempt);
+  void ReadMany(std::span<const BlockKey> keys, std::span<Result<BlockView>> out);
   void PromoteKeys(const std::vector<BlockKey>& keys);
   size_t MatchPrefixInIndex(std::span<const BlockKey> chain);
   // Shows an access to the policy tuner (if any, and if the key is sampled); applies its

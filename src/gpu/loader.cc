@@ -170,7 +170,7 @@ class Loader::Impl {
     std::vector<BlockKey> keys(job.keys.begin(), job.keys.begin() + local);
     std::vector<Result<BlockView>> got;
     for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::NotFound());
-    job.near->local().ReadBatch(keys, got);
+    (void)job.near->local().ReadBatch(keys, got);
     std::vector<BlockView> views;
     std::vector<HostBlock> blocks;
     for (size_t i = 0; i < got.size(); ++i) {  // the leading blocks only: a prefix is usable
@@ -215,7 +215,7 @@ class Loader::Impl {
     std::vector<Result<BlockView>> got;
     got.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::NotFound());
-    store.ReadBatch(keys, got);
+    (void)store.ReadBatch(keys, got);
     InFlight f;
     std::vector<HostBlock> blocks;
     for (size_t k = 0; k < keys.size(); ++k) {

@@ -314,7 +314,7 @@ void BlockRead::Run() {
   std::vector<Result<BlockView>> read;
   read.reserve(busy.size());
   for (size_t j = 0; j < busy.size(); ++j) read.emplace_back(Status::NotFound());
-  store_.ReadBatch(busy, read);
+  (void)store_.ReadBatch(busy, read);
   for (size_t j = 0; j < at.size(); ++j) views_[at[j]] = std::move(read[j]);
 }
 

@@ -640,7 +640,7 @@ void NativeConnection::DoKeys(Op op, std::span<const std::byte> meta) {
   if (op == Op::kMatch) {
     bool any_empty = false;
     for (const BlockKey& k : keys) any_empty |= k.empty();
-    count = any_empty ? 0 : static_cast<uint32_t>(store->MatchPrefix(keys));
+    count = any_empty ? 0 : static_cast<uint32_t>(store->MatchPrefix(keys).value());
   } else {
     for (const BlockKey& k : keys) {
       net::ResponseItem r;

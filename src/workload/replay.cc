@@ -97,7 +97,7 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
     std::vector<BlockKey> keys = KeysOf(r, root);
     g_trace_ns.store(std::max(g_trace_ns.load(), r.timestamp_ms * 1'000'000));
     res.tokens_total += r.input_length;
-    size_t matched = store->MatchPrefix(keys);
+    size_t matched = store->MatchPrefix(keys).value();
     // Load the matched prefix (one batch: flash reads go out together).
     bufs.resize(std::max<size_t>(bufs.size(), matched * o.block_bytes));
     gets.assign(matched, GetOp{});
@@ -106,7 +106,7 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
       gets[i].buffer = std::span<std::byte>(bufs.data() + i * o.block_bytes, o.block_bytes);
     }
     StoreStats before = store->GetStats();
-    store->GetBatch(gets);
+    (void)store->GetBatch(gets);
     StoreStats after = store->GetStats();
     size_t hits = 0;
     while (hits < matched && gets[hits].status.ok()) ++hits;
