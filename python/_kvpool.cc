@@ -31,11 +31,19 @@ PyObject* g_timeout = nullptr;
   throw py::error_already_set();
 }
 
+// A call that got no answer at all (unreachable, or nothing by the deadline). Other call
+// failures (an unknown token: kRefused, ...) are the store's answer, given per item.
+bool NoAnswer(const Status& s) {
+  return s.code() == Code::kUnavailable || s.code() == Code::kTimeout;
+}
+
 Deadline FromTimeout(int timeout_ms) {
   return timeout_ms > 0 ? Deadline::After(std::chrono::milliseconds(timeout_ms)) : Deadline{};
 }
 
-// The shared batch logic for Store, Client and PoolClient.
+// The Python calls of every BlockStore (Store, Client, Pool, NearCache), on T::bs().
+// Transport failures (no answer from the store: kvpool.Unavailable, kvpool.Timeout) raise;
+// what the store answered per item (a miss, Exists, TooLarge, ...) is returned.
 template <class T>
 struct Ops {
   static py::object Get(T& t, const py::handle& key, const py::object& out) {
@@ -47,10 +55,12 @@ struct Ops {
         GetOp op;
         op.key = k;
         op.buffer = buf;
+        Status s;
         {
           py::gil_scoped_release nogil;
-          (void)t.GetBatch(std::span<GetOp>(&op, 1));
+          s = t.bs().GetBatch(std::span<GetOp>(&op, 1));
         }
+        if (NoAnswer(s)) RaiseNoAnswer(s);
         if (op.status.ok()) return py::bytes(reinterpret_cast<const char*>(buf.data()), op.size);
         if (op.status.code() != Code::kBufferTooSmall) return py::none();
         buf.resize(op.size);
@@ -62,10 +72,12 @@ struct Ops {
     GetOp op;
     op.key = k;
     op.buffer = {b.data, b.size};
+    Status s;
     {
       py::gil_scoped_release nogil;
-      (void)t.GetBatch(std::span<GetOp>(&op, 1));
+      s = t.bs().GetBatch(std::span<GetOp>(&op, 1));
     }
+    if (NoAnswer(s)) RaiseNoAnswer(s);
     if (op.status.code() == Code::kBufferTooSmall) {
       throw py::value_error("buffer of " + std::to_string(b.size) +
                             " bytes is smaller than the value (" + std::to_string(op.size) + ")");
@@ -177,13 +189,16 @@ struct Ops {
     return ps;
   }
 
-  // Runs the gets without the GIL; sizes (-1 for any failure) and, if asked, status names.
+  // Runs the gets without the GIL; sizes (-1 for a miss) and, if asked, status names
+  // (then a call that got no answer gives every item's status instead of raising).
   static std::vector<int64_t> RunGets(T& t, std::vector<GetOp>& ops, Deadline d,
                                       std::vector<std::string>* codes) {
+    Status s;
     {
       py::gil_scoped_release nogil;
-      (void)t.GetBatch(ops, d);
+      s = t.bs().GetBatch(ops, d);
     }
+    if (NoAnswer(s) && !codes) RaiseNoAnswer(s);
     std::vector<int64_t> sizes(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       sizes[i] = ops[i].status.ok() ? int64_t(ops[i].size) : -1;
@@ -194,10 +209,12 @@ struct Ops {
 
   static std::vector<std::string> RunPuts(T& t, std::vector<PutOp>& ops, bool overwrite,
                                           Deadline d) {
+    Status s;
     {
       py::gil_scoped_release nogil;
-      t.PutOps(ops, overwrite, d);
+      s = t.bs().PutBatch(ops, overwrite, d);
     }
+    if (NoAnswer(s)) RaiseNoAnswer(s);
     std::vector<std::string> out;
     for (auto& op : ops) out.push_back(CodeString(op.status));
     return out;
@@ -228,7 +245,7 @@ struct Ops {
     Status s;
     {
       py::gil_scoped_release nogil;
-      s = t.GetBatch(ops, FromTimeout(timeout_ms));
+      s = t.bs().GetBatch(ops, FromTimeout(timeout_ms));
     }
     if (!s.ok()) RaiseNoAnswer(s);
     std::vector<int64_t> out;
@@ -236,6 +253,38 @@ struct Ops {
       bool held = op.status.ok() || op.status.code() == Code::kBufferTooSmall;
       if (!held && !op.status.IsNotFound() && op.status.retryable()) RaiseNoAnswer(op.status);
       out.push_back(held ? int64_t(op.size) : -1);
+    }
+    return out;
+  }
+
+  // Leading keys of the chain held; raises when the store did not answer.
+  static int64_t MatchPrefix(T& t, const py::iterable& keys, int timeout_ms) {
+    std::vector<BlockKey> ks = ToKeys(keys);
+    Result<size_t> r = Status::Internal("unset");
+    {
+      py::gil_scoped_release nogil;
+      r = t.bs().MatchPrefix(ks, FromTimeout(timeout_ms));
+    }
+    if (NoAnswer(r.status())) RaiseNoAnswer(r.status());
+    return r.ok() ? static_cast<int64_t>(r.value()) : 0;
+  }
+
+  // Whether each key was held (and is erased now); raises when the store did not answer.
+  static std::vector<bool> BatchErase(T& t, const py::iterable& keys, int timeout_ms) {
+    std::vector<BlockKey> ks = ToKeys(keys);
+    std::vector<KeyOp> ops(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = t.bs().EraseBatch(ops, FromTimeout(timeout_ms));
+    }
+    if (NoAnswer(s)) RaiseNoAnswer(s);
+    std::vector<bool> out;
+    for (const KeyOp& op : ops) {
+      if (!op.status.ok() && !op.status.IsNotFound() && op.status.retryable())
+        RaiseNoAnswer(op.status);
+      out.push_back(op.status.ok());
     }
     return out;
   }
@@ -248,7 +297,7 @@ struct Ops {
     Status s;
     {
       py::gil_scoped_release nogil;
-      s = t.ExistsBatch(ops, d);
+      s = t.bs().ExistsBatch(ops, d);
     }
     if (!s.ok()) RaiseNoAnswer(s);
     return ops;
@@ -359,7 +408,20 @@ void BindOps(C& cls) {
           "The value's size in bytes without reading it, or None; raises as exists().")
       .def("exists", &Ops<T>::Exists, py::arg("key"), py::arg("timeout_ms") = 0,
            "Whether the key is held; raises kvpool.Unavailable or kvpool.Timeout when its "
-           "server did not answer (never False for a server that is down).");
+           "server did not answer (never False for a server that is down).")
+      .def("match_prefix", &Ops<T>::MatchPrefix, py::arg("keys"), py::arg("timeout_ms") = 0,
+           "Leading keys of the chain that are held (a probe: one round trip; a Pool asks "
+           "every node in parallel); raises kvpool.Unavailable or kvpool.Timeout when no "
+           "answer came for the chain's first key.")
+      .def("batch_erase", &Ops<T>::BatchErase, py::arg("keys"), py::arg("timeout_ms") = 0,
+           "Erases each key; whether each was held. Raises when the store did not answer.")
+      .def(
+          "erase",
+          [](T& t, const py::handle& key, int timeout_ms) {
+            return bool(Ops<T>::BatchErase(t, py::make_tuple(key), timeout_ms)[0]);
+          },
+          py::arg("key"), py::arg("timeout_ms") = 0,
+          "Erases the key; whether it was held. Raises when the store did not answer.");
 }
 
 }  // namespace
@@ -474,13 +536,6 @@ PYBIND11_MODULE(_kvpool, m) {
            "\"probation\", \"all\"), prefault, huge_pages, reuse_bonus (\"auto\" or "
            "store-fulls per past use), flash_restore (find the blocks already on flash_path). "
            "Bad options raise ValueError saying which.")
-      .def("match_prefix",
-           [](StoreFace& s, const py::iterable& keys) {
-             auto ks = ToKeys(keys);
-             py::gil_scoped_release nogil;
-             return s.s->MatchPrefix(ks).value();
-           })
-      .def("erase", [](StoreFace& s, const py::handle& key) { return s.s->Erase(ToKey(key)).ok(); })
       .def("stats", [](StoreFace& s) { return s.s->GetStats().ToString(); });
   BindOps<StoreFace>(store);
 
@@ -504,21 +559,6 @@ PYBIND11_MODULE(_kvpool, m) {
            "TLS: tls=True (or tls_ca/tls_cert given) speaks TLS 1.3; tls_ca: the CA bundle "
            "the node's certificate must chain to (default: the system's); tls_cert/tls_key: "
            "a client certificate for mutual TLS.")
-      .def(
-          "match_prefix",
-          [](ClientFace& c, const py::iterable& keys) -> int64_t {
-            auto ks = ToKeys(keys);
-            py::gil_scoped_release nogil;
-            auto r = c.c->MatchPrefix(ks);
-            return r.ok() ? int64_t(*r) : 0;
-          },
-          "Leading keys of the chain the server holds (one round trip; 0 if unreachable).")
-      .def("erase",
-           [](ClientFace& c, const py::handle& key) {
-             BlockKey k = ToKey(key);
-             py::gil_scoped_release nogil;
-             return c.c->Erase(k).ok();
-           })
       .def("ping",
            [](ClientFace& c) {
              py::gil_scoped_release nogil;
@@ -640,18 +680,7 @@ PYBIND11_MODULE(_kvpool, m) {
            py::arg("members") = "", py::arg("etcd") = "", py::arg("namespace") = "default",
            py::arg("node_timeout_ms") = 300, py::arg("token") = "", py::arg("tls") = false,
            py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "")
-      .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); })
-      .def(
-          "match_prefix",
-          [](PoolFace& p, const py::iterable& keys, int timeout_ms) -> int64_t {
-            auto ks = ToKeys(keys);
-            Deadline d = FromTimeout(timeout_ms);
-            py::gil_scoped_release nogil;
-            auto r = p.c->MatchPrefix(ks, d);
-            return r.ok() ? int64_t(*r) : 0;
-          },
-          py::arg("keys"), py::arg("timeout_ms") = 0,
-          "Leading keys of the chain the pool holds (every node asked in parallel).");
+      .def("owner_of", [](PoolFace& p, const py::handle& key) { return p.c->OwnerOf(ToKey(key)); });
   BindOps<PoolFace>(pool);
 
   py::class_<NearFace> near(m, "NearCache",
@@ -709,9 +738,6 @@ PYBIND11_MODULE(_kvpool, m) {
              auto ks = ToKeys(keys);
              return f.n->LocalPrefix(ks);
            })
-      .def("get", &Ops<NearFace>::Get, py::arg("key"), py::arg("out") = py::none())
-      .def("batch_get", &Ops<NearFace>::BatchGetPy, py::arg("keys"), py::arg("outs"),
-           py::arg("timeout_ms") = 0, py::arg("with_status") = false)
       .def("stats", [](NearFace& f) {
         NearCacheStats s = f.n->stats();
         py::dict d;
@@ -723,6 +749,7 @@ PYBIND11_MODULE(_kvpool, m) {
         d["prestage_stopped_at_miss"] = s.prestage_stopped_at_miss;
         return d;
       });
+  BindOps<NearFace>(near);
 
   BindKeys(m);
   BindLmcache(m);

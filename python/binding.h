@@ -164,55 +164,29 @@ struct GpuRegistration {
   }
 };
 
-// The Python classes' C++ objects (Store, Client, Pool, NearCache), one batch shape for all.
-struct StoreFace {  // in-process: deadlines do not apply
+// The Python classes' C++ objects (Store, Client, Pool, NearCache): each is a
+// kvpool::BlockStore (bs()), which every batch call of the module goes through.
+struct StoreFace {
   std::unique_ptr<Store> s;
   GpuRegistration gpu = {};
-  Status GetBatch(std::span<GetOp> ops, Deadline = {}) {
-    (void)s->GetBatch(ops);
-    return Status::Ok();
-  }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline = {}) {
-    for (PutOp& op : ops) {
-      PutOptions o{op.parent, overwrite};
-      o.token_ids = op.token_ids;
-      op.status = s->Put(op.key, op.value, o);
-    }
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline = {}) {
-    (void)s->ExistsBatch(ops);
-    return Status::Ok();
-  }
+  BlockStore& bs() { return *s; }
 };
 
 struct ClientFace {
   std::unique_ptr<Client> c;
   GpuRegistration gpu = {};
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
-    Status s = c->PutBatch(ops, overwrite, d);
-    if (!s.ok()) {
-      for (auto& op : ops) {
-        if (op.status.ok()) op.status = s;
-      }
-    }
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
+  BlockStore& bs() { return *c; }
 };
 
 struct PoolFace {
   std::unique_ptr<PoolClient> c;
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return c->GetBatch(ops, d); }
-  void PutOps(std::span<PutOp> ops, bool overwrite, Deadline d = {}) {
-    (void)c->PutBatch(ops, overwrite, d);
-  }
-  Status ExistsBatch(std::span<KeyOp> ops, Deadline d = {}) { return c->ExistsBatch(ops, d); }
+  BlockStore& bs() { return *c; }
 };
 
 struct NearFace {
   std::unique_ptr<NearCache> n;
   GpuRegistration gpu = {};
-  Status GetBatch(std::span<GetOp> ops, Deadline d = {}) { return n->GetBatch(ops, d); }
+  BlockStore& bs() { return *n; }
 };
 
 // Defined in bind_keys.cc and bind_lmcache.cc.

@@ -192,22 +192,56 @@ class AgainstKvpoold(KvpooldTestCase):
             t.join(60)
         self.assertEqual(errors, [])
 
-    def test_unreachable_server_is_a_prompt_miss(self):
+    def test_unreachable_server_is_a_prompt_typed_error(self):
         c = kvpool.Client("127.0.0.1:1", timeout_ms=300)
         t0 = time.time()
-        self.assertIsNone(c.get("k"))
-        self.assertEqual(c.batch_get(["a", "b"], [bytearray(4), bytearray(4)]), [-1, -1])
-        self.assertFalse(c.ping())
-        self.assertNotEqual(c.put("k", b"v"), "OK")
-        # A probe gets no answer, which is not "absent": a typed exception.
+        # No answer is not "absent": every call raises kvpool.Unavailable (a ConnectionError),
+        # promptly, on Store, Client, Pool and NearCache alike (one BlockStore binding).
         with self.assertRaises(kvpool.Unavailable) as e:
             c.exists("k")
         self.assertIsInstance(e.exception, ConnectionError)
-        with self.assertRaises(kvpool.Unavailable):
-            c.batch_exists(["a", "b"])
+        for call in (lambda: c.get("k"), lambda: c.put("k", b"v"),
+                     lambda: c.batch_get(["a", "b"], [bytearray(4), bytearray(4)]),
+                     lambda: c.batch_put(["a"], [b"1"]), lambda: c.batch_exists(["a", "b"]),
+                     lambda: c.match_prefix(["a", "b"]), lambda: c.erase("a"),
+                     lambda: c.batch_sizes(["a"])):
+            with self.assertRaises(kvpool.Unavailable):
+                call()
+        # with_status=True asks for each item's status instead.
+        self.assertEqual(c.batch_get(["a"], [bytearray(4)], with_status=True),
+                         ([-1], ["Unavailable"]))
+        self.assertFalse(c.ping())
         self.assertTrue(issubclass(kvpool.Timeout, TimeoutError))
         self.assertFalse(kvpool.Store(dram_bytes=8 << 20).exists("k"))  # in-process: an answer
         self.assertLess(time.time() - t0, 5)
+
+    def test_store_client_pool_and_near_cache_answer_alike(self):
+        """One binding over kvpool::BlockStore: the same calls, the same answers."""
+        stores = {
+            "Store": kvpool.Store(dram_bytes=16 << 20),
+            "Client": kvpool.Client(self.d.address, namespace="alike-c"),
+            "Pool": kvpool.Pool(members=self.d.address, namespace="alike-p"),
+            "NearCache": kvpool.NearCache(self.d.address, namespace="alike-n",
+                                          dram_bytes=16 << 20, pin=False),
+        }
+        for name, s in stores.items():
+            with self.subTest(store=name):
+                keys = ["%s-%d" % (name, i) for i in range(3)]
+                vals = [bytes([i + 1]) * (1000 + i) for i in range(3)]
+                self.assertEqual(s.batch_put(keys, vals, parents=[None] + keys[:-1]), ["OK"] * 3)
+                self.assertEqual(s.put(keys[0], b"x"), "Exists")
+                self.assertEqual(s.put(keys[0], vals[0], overwrite=True), "OK")
+                self.assertEqual(s.get(keys[1]), vals[1])
+                self.assertIsNone(s.get("absent"))
+                self.assertEqual(s.batch_sizes(keys + ["absent"]), [1000, 1001, 1002, -1])
+                self.assertEqual(s.batch_exists([keys[2], "absent"]), [True, False])
+                self.assertEqual(s.match_prefix(keys + ["absent"]), 3)
+                self.assertTrue(s.erase(keys[1]))
+                self.assertFalse(s.erase(keys[1]))
+                self.assertEqual(s.match_prefix(keys), 1)
+                out = [bytearray(1002), bytearray(1002)]
+                self.assertEqual(s.batch_get([keys[2], keys[1]], out, with_status=True),
+                                 ([1002, -1], ["OK", "NotFound"]))
 
     def test_pool_over_static_members(self):
         p = kvpool.Pool(members=self.d.address + ",id=only", namespace="pool-py")

@@ -9,9 +9,10 @@
 // background; the data path never waits on etcd and keeps the last known list while it is
 // unreachable).
 //
-// Failures (KV cache is ephemeral: a lost node is lost blocks, never errors): a get or
-// exists of a block whose node does not answer within node_timeout_ms is a miss
-// (kNotFound); a put or erase to it says kUnavailable. After failures_to_drop consecutive
+// Failures (KV cache is ephemeral: a lost node is lost blocks, never errors): every item of
+// a node that does not answer within node_timeout_ms says kUnavailable (a get of it is a
+// miss to the engine, but not "absent"), and the call still returns OK; MatchPrefix stops
+// there (an error if that is the chain's first key). After failures_to_drop consecutive
 // failures the node leaves placement (its keys go to the next-ranked node) and is probed
 // again every retry_after_ms; it comes back when it answers. A node whose etcd lease
 // expires leaves the member list itself.

@@ -39,6 +39,14 @@ def main(argv=None):
     sub.add_parser("ping", help="exit 0 if the server answers")
     a = p.parse_args(argv)
     c = Client(a.address, a.namespace, a.token)
+    try:
+        return _run(a, c)
+    except (Unavailable, Timeout) as e:
+        print("no answer: %s" % e, file=sys.stderr)
+        return 2
+
+
+def _run(a, c):
     if a.cmd == "put":
         data = sys.stdin.buffer.read() if a.file == "-" else open(a.file, "rb").read()
         status = c.put(a.key, data, overwrite=True)
@@ -52,11 +60,7 @@ def main(argv=None):
         sys.stdout.buffer.write(v)
         return 0
     if a.cmd == "exists":
-        try:
-            return 0 if c.exists(a.key) else 1
-        except (Unavailable, Timeout) as e:
-            print("no answer: %s" % e, file=sys.stderr)
-            return 2
+        return 0 if c.exists(a.key) else 1
     if a.cmd == "del":
         return 0 if c.erase(a.key) else 1
     if a.cmd == "stat":

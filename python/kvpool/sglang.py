@@ -43,9 +43,17 @@ import threading
 
 import torch
 
-from . import Client, Namespace, Pool, foreign_key
+from . import Client, Namespace, Pool, Timeout, Unavailable, foreign_key
 
 logger = logging.getLogger(__name__)
+
+# kvpoold (or every member of the pool) did not answer: to SGLang that is pages not found and
+# writes not done, never an exception in its cache controller's threads.
+_NO_ANSWER = (Unavailable, Timeout)
+
+
+def _no_answer(what, e):
+    logger.warning("kvpool.sglang: %s got no answer (%s); treated as a miss", what, e)
 
 try:  # the real base class when SGLang is installed (backend_factory checks issubclass)
     from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
@@ -170,7 +178,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
             kv_keys += frag
             parents += [parent] + [frag[0]] * (per - 1)
             parent = frag[0]
-        status = self._connect().batch_put_ptrs(kv_keys, ptrs, sizes, parents)
+        try:
+            status = self._connect().batch_put_ptrs(kv_keys, ptrs, sizes, parents)
+        except _NO_ANSWER as e:
+            _no_answer("batch_set_v1", e)
+            return [False] * len(keys)
         return [all(s in ("OK", "Exists") for s in status[i * per:(i + 1) * per])
                 for i in range(len(keys))]
 
@@ -179,7 +191,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
             return []
         ptrs, sizes, per = self._page_buffers(keys, host_indices)
         kv_keys = [k for h in keys for k in self._fragment_keys(h, per)]
-        got = self._connect().batch_get_ptrs(kv_keys, ptrs, sizes)
+        try:
+            got = self._connect().batch_get_ptrs(kv_keys, ptrs, sizes)
+        except _NO_ANSWER as e:
+            _no_answer("batch_get_v1", e)
+            return [False] * len(keys)
         return [all(got[i * per + j] == sizes[i * per + j] for j in range(per))
                 for i in range(len(keys))]
 
@@ -189,12 +205,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
             return 0
         per = self._fragments if self._v1 else 1
         chain = [k for h in keys for k in self._fragment_keys(h, per)]
-        c = self._connect()
-        if hasattr(c, "match_prefix"):
-            held = c.match_prefix(chain)
-        else:
-            found = c.batch_exists(chain)
-            held = found.index(False) if False in found else len(found)
+        try:
+            held = self._connect().match_prefix(chain)
+        except _NO_ANSWER as e:
+            _no_answer("batch_exists", e)
+            return 0
         return held // per
 
     def exists(self, key):
@@ -205,7 +220,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
         if target_location is None:
             return None
         flat = target_location.contiguous().view(torch.uint8).reshape(-1)
-        n = self._connect().get(self._fragment_keys(key, 1)[0], flat)
+        try:
+            n = self._connect().get(self._fragment_keys(key, 1)[0], flat)
+        except _NO_ANSWER as e:
+            _no_answer("get", e)
+            return None
         return target_location if n == flat.numel() else None
 
     def batch_get(self, keys, target_locations=None, target_sizes=None):
@@ -219,7 +238,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
         got = [-1] * len(keys)
         have = [i for i, f in enumerate(flats) if f is not None]
         if have:
-            sizes = self._connect().batch_get([ks[i] for i in have], [flats[i] for i in have])
+            try:
+                sizes = self._connect().batch_get([ks[i] for i in have], [flats[i] for i in have])
+            except _NO_ANSWER as e:
+                _no_answer("batch_get", e)
+                sizes = [-1] * len(have)
             for i, n in zip(have, sizes):
                 got[i] = n
         return [t if f is not None and got[i] == f.numel() else None
@@ -237,7 +260,11 @@ class KvpoolHiCacheStorage(HiCacheStorage):
         pages = values if values is not None else target_locations
         flats = [t.contiguous().view(torch.uint8).reshape(-1) for t in pages]
         ks = [self._fragment_keys(h, 1)[0] for h in keys]
-        status = self._connect().batch_put(ks, flats, parents=[None] + ks[:-1])
+        try:
+            status = self._connect().batch_put(ks, flats, parents=[None] + ks[:-1])
+        except _NO_ANSWER as e:
+            _no_answer("batch_set", e)
+            return False
         return all(s in ("OK", "Exists") for s in status)
 
     def clear(self):

@@ -311,6 +311,16 @@ Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
   return std::unique_ptr<NearCache>(new NearCache(std::move(impl)));
 }
 
+namespace {
+// A call whose deadline passed before it began: every item kTimeout, local or not.
+template <class OpT>
+Status Expired(std::span<OpT> ops) {
+  Status s = Status::Timeout("deadline passed before the call");
+  for (OpT& op : ops) op.status = s;
+  return s;
+}
+}  // namespace
+
 NearCache::NearCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NearCache::~NearCache() = default;
 
@@ -321,24 +331,34 @@ size_t NearCache::WaitPrestaged(Ticket ticket, Deadline deadline) {
   return impl_->WaitPrestaged(ticket, deadline);
 }
 Status NearCache::GetBatch(std::span<GetOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
   return impl_->GetBatch(ops, deadline);
 }
 Status NearCache::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
   return impl_->PutBatch(ops, overwrite, deadline);
 }
 Status NearCache::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
   return impl_->ExistsBatch(ops, deadline);
 }
 Status NearCache::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
+  if (deadline.passed()) return Expired(ops);
   return impl_->EraseBatch(ops, deadline);
 }
 Result<size_t> NearCache::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {
+  if (deadline.passed()) return Status::Timeout("deadline passed before the call");
   return impl_->MatchPrefix(chain, deadline);
 }
 Status NearCache::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
                             Deadline deadline) {
   // Local blocks as views in place; the rest copied from the backend (BlockStore's way).
   if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
+  if (deadline.passed()) {
+    Status t = Status::Timeout("deadline passed before the call");
+    for (size_t i = 0; i < keys.size(); ++i) out[i] = t;
+    return t;
+  }
   (void)impl_->local_->ReadBatch(keys, out);
   std::vector<BlockKey> remote;
   std::vector<size_t> where;

@@ -271,6 +271,11 @@ class PoolClient::Impl {
   // A node that fails leaves its ops with `down` (kNotFound for reads).
   template <class OpT, class Submit>
   Status Dispatch(std::span<OpT> ops, Submit submit, Code down, Deadline deadline) {
+    if (deadline.passed()) {  // nothing is asked: every item kTimeout, none "absent"
+      Status t = Status::Timeout("deadline passed before the call");
+      for (OpT& op : ops) op.status = t;
+      return t;
+    }
     Refresh();
     if (live_.empty()) {
       for (OpT& op : ops) op.status = Status(down, "no pool members");
@@ -411,10 +416,12 @@ Status PoolClient::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadl
 
 Status PoolClient::GetBatch(std::span<GetOp> ops, Deadline deadline) {
   auto submit = [](Client& c, std::span<GetOp> part) { return c.SubmitGet(part); };
-  Status s = impl_->Dispatch(ops, submit, Code::kNotFound, deadline);
+  // A node that does not answer: its items are kUnavailable (a miss to the engine, but not
+  // "absent": the block may well be there).
+  Status s = impl_->Dispatch(ops, submit, Code::kUnavailable, deadline);
   if (s.ok()) impl_->ReadThrough(ops, submit, /*keep=*/true, deadline);
   for (GetOp& op : ops) {
-    if (op.status.code() == Code::kNotFound) op.size = 0;
+    if (!op.status.ok() && op.status.code() != Code::kBufferTooSmall) op.size = 0;
   }
   return s;
 }
@@ -442,10 +449,10 @@ Result<size_t> PoolClient::MatchPrefix(std::span<const BlockKey> chain, Deadline
   std::vector<KeyOp> ops(chain.size());
   for (size_t i = 0; i < chain.size(); ++i) ops[i].key = chain[i];
   Status s = ExistsBatch(ops, deadline);
-  if (!s.ok() && !chain.empty() && ops[0].status.code() != Code::kOk &&
-      ops[0].status.code() != Code::kNotFound) {
-    return s;
-  }
+  if (!s.ok()) return s;
+  // A node that did not answer ends the prefix at its first key; if that is the chain's
+  // first key nothing is known: the error, not a prefix of 0.
+  if (!chain.empty() && !ops[0].status.ok() && !ops[0].status.IsNotFound()) return ops[0].status;
   size_t n = 0;
   while (n < ops.size() && ops[n].status.ok()) ++n;
   return n;
