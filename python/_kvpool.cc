@@ -309,10 +309,12 @@ struct Ops {
 // is created, and a receiver thread takes the answers as they come, so the caller's work
 // between next() calls (computing a layer) never holds up the rest of the transfer. Each
 // next() waits (GIL released) until the next layer has landed and yields
-// (layer, [size or -1 per block]). The Client must not be used for anything else until the
-// stream is exhausted or dropped (dropping it waits for the transfer to end).
+// (layer, [size or -1 per block]). The stream holds one of the Client's connections until
+// every layer has landed (other calls on the Client use its other connections meanwhile);
+// dropping it waits for the transfer to end.
 struct LayerStream {
-  py::object owner;  // the Client, kept alive
+  py::object owner;                            // the Client, kept alive
+  std::unique_ptr<SharedClient::Lease> lease;  // a connection, held until every layer landed
   Client* client;
   std::vector<uint32_t> layers;
   std::vector<std::vector<GetOp>> ops;
@@ -334,6 +336,7 @@ struct LayerStream {
         landed = i + 1;
         cv.notify_all();
       }
+      lease.reset();  // the connection is free for the Client's other calls
     });
   }
 
@@ -539,44 +542,69 @@ PYBIND11_MODULE(_kvpool, m) {
       .def("stats", [](StoreFace& s) { return s.s->GetStats().ToString(); });
   BindOps<StoreFace>(store);
 
-  py::class_<ClientFace> client(m, "Client", "A connection to one kvpoold (one thread at a time).");
+  py::class_<ClientFace> client(
+      m, "Client",
+      "Connections to one kvpoold, safe to share between threads: a call uses the first "
+      "connection when it is free and opens more (up to max_connections) while calls overlap.");
   client
       .def(py::init([](const std::string& address, const std::string& ns, const std::string& token,
                        int timeout_ms, uint64_t shared_memory_bytes, bool tls,
                        const std::string& tls_ca, const std::string& tls_cert,
-                       const std::string& tls_key, const std::string& tls_server_name) {
+                       const std::string& tls_key, const std::string& tls_server_name,
+                       unsigned max_connections) {
+             if (max_connections == 0) throw py::value_error("max_connections must be >= 1");
              ClientOptions o =
                  MakeClientOptions(address, ns, token, timeout_ms, shared_memory_bytes);
              SetTls(o, tls, tls_ca, tls_cert, tls_key, tls_server_name);
              auto c = Client::Create(o);
              Check(c.status());
-             return ClientFace{std::move(c).value()};
+             Client* primary = c->get();
+             return ClientFace{
+                 std::make_unique<SharedClient>(std::move(c).value(), o, max_connections - 1),
+                 primary};
            }),
            py::arg("address") = "127.0.0.1:7400", py::arg("namespace") = "default",
            py::arg("token") = "", py::arg("timeout_ms") = 5000, py::arg("shared_memory_bytes") = 0,
            py::arg("tls") = false, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
-           py::arg("tls_key") = "", py::arg("tls_server_name") = "",
+           py::arg("tls_key") = "", py::arg("tls_server_name") = "", py::arg("max_connections") = 8,
            "TLS: tls=True (or tls_ca/tls_cert given) speaks TLS 1.3; tls_ca: the CA bundle "
            "the node's certificate must chain to (default: the system's); tls_cert/tls_key: "
            "a client certificate for mutual TLS.")
       .def("ping",
            [](ClientFace& c) {
              py::gil_scoped_release nogil;
-             return c.c->Ping().ok();
+             return c.shared->Any()->Ping().ok();
            })
       .def("stats",
            [](ClientFace& c) {
-             auto r = c.c->ServerStats();
+             Result<std::string> r = Status::Internal("unset");
+             {
+               py::gil_scoped_release nogil;
+               r = c.shared->Any()->ServerStats();
+             }
              Check(r.status());
              return *r;
            })
       .def_property_readonly(
-          "crc_failures", [](ClientFace& c) { return c.c->stats().crc_failures; },
-          "Gets whose value did not match the CRC32C it was put with (answered as misses).")
+          "crc_failures",
+          [](ClientFace& c) {
+            py::gil_scoped_release nogil;
+            return c.shared->Primary()->stats().crc_failures;
+          },
+          "Gets on the first connection whose value did not match the CRC32C it was put "
+          "with (answered as misses).")
+      .def_property_readonly(
+          "extra_connections", [](ClientFace& c) { return c.shared->extra_connections(); },
+          "Connections opened beside the first because calls overlapped (at most "
+          "max_connections - 1).")
       .def(
           "shared_memory",
           [](ClientFace& c) {
-            auto s = c.c->shared_memory();
+            std::span<std::byte> s;
+            {
+              py::gil_scoped_release nogil;
+              s = c.shared->Primary()->shared_memory();
+            }
             return py::memoryview::from_memory(s.data(), static_cast<py::ssize_t>(s.size()));
           },
           "The same-host region (empty unless connected over unix: with shared_memory_bytes): "
@@ -589,7 +617,11 @@ PYBIND11_MODULE(_kvpool, m) {
             ClientFace& c = self.cast<ClientFace&>();
             auto stream = std::make_unique<LayerStream>();
             stream->owner = self;
-            stream->client = c.c.get();
+            {
+              py::gil_scoped_release nogil;  // the stream holds a connection while in flight
+              stream->lease = std::make_unique<SharedClient::Lease>(c.shared->Any());
+            }
+            stream->client = &**stream->lease;
             std::vector<BlockKey> ks = ToKeys(blocks);
             for (const py::handle& l : layers) stream->layers.push_back(l.cast<uint32_t>());
             std::vector<py::list> rows;

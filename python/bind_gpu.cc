@@ -264,12 +264,12 @@ std::vector<std::string> Load(PyLoader& l, const py::object& source, const py::i
   } else {
     std::vector<Client*> clients;
     if (py::isinstance<ClientFace>(source)) {
-      clients.push_back(source.cast<ClientFace&>().c.get());
+      clients.push_back(source.cast<ClientFace&>().c);
     } else if (py::isinstance<py::list>(source) || py::isinstance<py::tuple>(source)) {
       for (const py::handle& h : source) {
         if (!py::isinstance<ClientFace>(h))
           throw py::value_error("a list of sources must hold kvpool.Client objects");
-        clients.push_back(h.cast<ClientFace&>().c.get());
+        clients.push_back(h.cast<ClientFace&>().c);
       }
     } else {
       throw py::value_error("source: a kvpool.Store, NearCache, Client or list of Clients");

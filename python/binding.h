@@ -19,6 +19,7 @@
 #include "kvpool/pool.h"
 #include "kvpool/status.h"
 #include "kvpool/store.h"
+#include "shared_client.h"
 
 namespace py = pybind11;
 
@@ -173,9 +174,10 @@ struct StoreFace {
 };
 
 struct ClientFace {
-  std::unique_ptr<Client> c;
+  std::unique_ptr<SharedClient> shared;  // safe to call from any Python thread
+  Client* c;                             // its primary connection (hold it: shared->Primary())
   GpuRegistration gpu = {};
-  BlockStore& bs() { return *c; }
+  BlockStore& bs() { return *shared; }
 };
 
 struct PoolFace {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "daemon_test.h"
 #include "kvpool/client.h"
 #include "kvpool/near_cache.h"
 #include "kvpool/pool.h"
 #include "kvpool/store.h"
-#include "daemon_test.h"
 
 namespace kvpool {
 namespace {
@@ -177,11 +177,11 @@ TEST_P(BlockStoreTest, EveryCallAnswersAsTheInterfaceSays) {
   for (size_t i = 0; i < rk.size(); ++i) views.emplace_back(Status::Internal("unset"));
   ASSERT_TRUE(s.ReadBatch(rk, views).ok());
   ASSERT_TRUE(views[0].ok()) << views[0].status().ToString();
-  EXPECT_TRUE(std::equal(views[0]->data().begin(), views[0]->data().end(), vals[0].begin(),
-                         vals[0].end()));
+  EXPECT_TRUE(
+      std::equal(views[0]->data().begin(), views[0]->data().end(), vals[0].begin(), vals[0].end()));
   ASSERT_TRUE(views[1].ok());
-  EXPECT_TRUE(std::equal(views[1]->data().begin(), views[1]->data().end(), vals[3].begin(),
-                         vals[3].end()));
+  EXPECT_TRUE(
+      std::equal(views[1]->data().begin(), views[1]->data().end(), vals[3].begin(), vals[3].end()));
   EXPECT_EQ(views[2].status().code(), Code::kNotFound);
   views.clear();
 

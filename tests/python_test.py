@@ -215,6 +215,39 @@ class AgainstKvpoold(KvpooldTestCase):
         self.assertFalse(kvpool.Store(dram_bytes=8 << 20).exists("k"))  # in-process: an answer
         self.assertLess(time.time() - t0, 5)
 
+    def test_one_client_shared_by_threads(self):
+        """MLPerf's storage adapter needed a connection per worker; a Client is enough now."""
+        import threading
+        c = kvpool.Client(self.d.address, namespace="shared-threads", max_connections=4)
+        n_threads, per = 8, 60
+        errors, wrong = [], [0]
+
+        def work(t):
+            try:
+                for i in range(per):
+                    k = "t%d-%d" % (t, i)
+                    v = bytes([t + 1, i % 251]) * (2048 + 64 * t)
+                    if c.put(k, v) != "OK":
+                        errors.append("put " + k)
+                    if c.get(k) != v:
+                        wrong[0] += 1
+                    if c.batch_sizes([k]) != [len(v)] or not c.exists(k):
+                        errors.append("size/exists " + k)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(wrong[0], 0)
+        self.assertLessEqual(c.extra_connections, 3)  # bounded by max_connections
+        self.assertEqual(c.match_prefix(["t0-%d" % i for i in range(per)]), per)
+        with self.assertRaises(ValueError):
+            kvpool.Client(self.d.address, max_connections=0)
+
     def test_store_client_pool_and_near_cache_answer_alike(self):
         """One binding over kvpool::BlockStore: the same calls, the same answers."""
         stores = {

@@ -150,8 +150,7 @@ class Store : public BlockStore {
   Status GetBatch(std::span<GetOp> ops, Deadline deadline = {}) override = 0;
   Status ExistsBatch(std::span<KeyOp> ops, Deadline deadline = {}) override = 0;
   Status EraseBatch(std::span<KeyOp> ops, Deadline deadline = {}) override = 0;
-  Result<size_t> MatchPrefix(std::span<const BlockKey> chain,
-                             Deadline deadline = {}) override = 0;
+  Result<size_t> MatchPrefix(std::span<const BlockKey> chain, Deadline deadline = {}) override = 0;
   Status ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
                    Deadline deadline = {}) override = 0;
   // Brings flash-resident blocks into DRAM in the background; returns at once.

@@ -7,7 +7,7 @@ sglang         SGLang HiCache storage backend (kvpool.sglang.KvpoolHiCacheStorag
 lmcache        LMCache native_plugin L2 connector (kvpool.lmcache.Connector)
 vllm           a secondary tier of vLLM's tiered KV offloading (kvpool.vllm.KvpoolTier)
 Store          the embedded tiered store (DRAM + optional flash file)
-Client         a connection to one kvpoold ("host:port" or "unix:/path")
+Client         connections to one kvpoold ("host:port" or "unix:/path"), shareable by threads
 Pool           many kvpoold nodes as one store (static members or etcd)
 NearCache      a pinned local cache in front of either; prestage() pulls chains in early
 gpu            blocks into and out of an engine's paged KV cache in GPU memory (Loader,

@@ -82,7 +82,8 @@ Status BlockStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Bl
       out[i] = BlockView::Owning(std::move(bufs[i]), r.size, r.crc);
     } else {
       // kBufferTooSmall: the key was overwritten with a larger value in between.
-      out[i] = r.status.code() == Code::kBufferTooSmall ? Status::NotFound("value changed") : r.status;
+      out[i] =
+          r.status.code() == Code::kBufferTooSmall ? Status::NotFound("value changed") : r.status;
     }
   }
   return s;
