@@ -34,7 +34,7 @@ echo "== TSan (index, store concurrency, mover, kvpoold's reactors)"
 cmake -S . -B build-tsan -DKVPOOL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvpool_tests
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/scripts/tsan.supp" build-tsan/kvpool_tests --gtest_brief=1 \
-  --gtest_filter='StoreConcurrency.*:TieredStore.*:DramTierPolicy.*:Index.*:*StoreModelTest*:FaultInjection.*:ServerTest.*:PoolTest.*:EtcdTest.*:NearCacheTest.*:ClientDeadlineTest.*:KvEvents.*:OffloadTest.*:ShmCopy.*:ReactorBalance.*:LiveData.*Mover:LiveData.Large*:Metrics.*:TenantQuota.*:FlashHit.*'
+  --gtest_filter='StoreConcurrency.*:TieredStore.*:DramTierPolicy.*:Index.*:*StoreModelTest*:FaultInjection.*:ServerTest.*:PoolTest.*:EtcdTest.*:NearCacheTest.*:ClientDeadlineTest.*:KvEvents.*:OffloadTest.*:ShmCopy.*:ReactorBalance.*:LiveData.*Mover:LiveData.Large*:Metrics.*:TenantQuota.*:FlashHit.*:AllStores/*'
 
 # fuzz NAME SECONDS SOURCES...: build a libFuzzer target with ASan+UBSan and run it for a
 # bounded time from its seed corpus (fuzz/corpus/NAME).
