@@ -1,8 +1,10 @@
-// The kvpool Python module (pybind11): block keys, the embedded Store, the Client and the
-// PoolClient. Values go in and out through the buffer protocol (bytes, bytearray, numpy
-// arrays, torch CPU tensors, memoryview): a get writes straight into the caller's array,
-// a put reads straight from it, no copy in between. Every call that does I/O releases the
-// GIL. Misses are None / -1 / False, never exceptions; bad arguments raise ValueError.
+// The kvpool Python module (pybind11): block keys and the four BlockStores: the embedded
+// Store, the Client, the PoolClient (Pool) and the NearCache, bound once (Ops<T> over
+// T::bs()). Values go in and out through the buffer protocol (bytes, bytearray, numpy
+// arrays, torch CPU tensors, memoryview): a get writes straight into the caller's array, a
+// put reads straight from it, no copy in between. Every call that does I/O releases the
+// GIL. Misses are None / -1 / False; a call that got no answer raises kvpool.Unavailable or
+// kvpool.Timeout; bad arguments raise ValueError.
 #include <condition_variable>
 #include <cstring>
 #include <memory>
