@@ -273,15 +273,7 @@ struct Ops {
 
   // Whether each key was held (and is erased now); raises when the store did not answer.
   static std::vector<bool> BatchErase(T& t, const py::iterable& keys, int timeout_ms) {
-    std::vector<BlockKey> ks = ToKeys(keys);
-    std::vector<KeyOp> ops(ks.size());
-    for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = t.bs().EraseBatch(ops, FromTimeout(timeout_ms));
-    }
-    if (NoAnswer(s)) RaiseNoAnswer(s);
+    std::vector<KeyOp> ops = RunKeys(t, keys, timeout_ms, &BlockStore::EraseBatch);
     std::vector<bool> out;
     for (const KeyOp& op : ops) {
       if (!op.status.ok() && !op.status.IsNotFound() && op.status.retryable())
@@ -292,6 +284,12 @@ struct Ops {
   }
 
   static std::vector<KeyOp> RunExists(T& t, const py::iterable& keys, int timeout_ms) {
+    return RunKeys(t, keys, timeout_ms, &BlockStore::ExistsBatch);
+  }
+
+  // A batch over keys (exists, erase) without the GIL; raises when the call failed.
+  static std::vector<KeyOp> RunKeys(T& t, const py::iterable& keys, int timeout_ms,
+                                    Status (BlockStore::*call)(std::span<KeyOp>, Deadline)) {
     std::vector<BlockKey> ks = ToKeys(keys);
     std::vector<KeyOp> ops(ks.size());
     for (size_t i = 0; i < ks.size(); ++i) ops[i].key = ks[i];
@@ -299,14 +297,13 @@ struct Ops {
     Status s;
     {
       py::gil_scoped_release nogil;
-      s = t.bs().ExistsBatch(ops, d);
+      s = (t.bs().*call)(ops, d);
     }
     if (!s.ok()) RaiseNoAnswer(s);
     return ops;
   }
 };
 
-// Uniform faces over the three targets.
 // A layer-by-layer get in flight (Client.get_layers): every layer's request is sent when it
 // is created, and a receiver thread takes the answers as they come, so the caller's work
 // between next() calls (computing a layer) never holds up the rest of the transfer. Each

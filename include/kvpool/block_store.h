@@ -91,6 +91,15 @@ class BlockView {
   uint32_t crc_ = 0;
 };
 
+// For implementations: every op of a call whose deadline passed before it began gets
+// kTimeout, which the call returns too.
+template <class OpT>
+Status ExpireAll(std::span<OpT> ops) {
+  Status s = Status::Timeout("deadline passed before the call");
+  for (OpT& op : ops) op.status = s;
+  return s;
+}
+
 class BlockStore {
  public:
   virtual ~BlockStore() = default;

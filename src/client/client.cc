@@ -712,19 +712,10 @@ Status Client::Erase(const BlockKey& key) {
   return op.status;
 }
 
-namespace {
-template <class OpT>
-Status Expired(std::span<OpT> ops) {
-  Status s = Status::Timeout("deadline passed before the call");
-  for (OpT& op : ops) op.status = s;
-  return s;
-}
-}  // namespace
-
 // A synchronous batch: submit, then wait, under the call's deadline.
 template <class OpT, class SubmitFn>
 Status Client::Impl::Call(std::span<OpT> ops, Deadline deadline, SubmitFn submit) {
-  if (deadline.passed()) return Expired(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   DeadlineScope scope(this, deadline);
   auto t = submit();
   return t.ok() ? Wait(*t) : t.status();
@@ -833,7 +824,7 @@ Status Client::Wait(Ticket ticket, Deadline deadline) {
 Status Client::GetLayers(std::span<const std::span<GetOp>> layers,
                          const std::function<void(size_t)>& on_layer, Deadline deadline) {
   if (deadline.passed()) {
-    for (auto ops : layers) (void)Expired(ops);
+    for (auto ops : layers) (void)ExpireAll(ops);
     return Status::Timeout("deadline passed before the call");
   }
   Impl::DeadlineScope scope(impl_.get(), deadline);

@@ -311,16 +311,6 @@ Result<std::unique_ptr<NearCache>> NearCache::Create(const NearCacheOptions& o,
   return std::unique_ptr<NearCache>(new NearCache(std::move(impl)));
 }
 
-namespace {
-// A call whose deadline passed before it began: every item kTimeout, local or not.
-template <class OpT>
-Status Expired(std::span<OpT> ops) {
-  Status s = Status::Timeout("deadline passed before the call");
-  for (OpT& op : ops) op.status = s;
-  return s;
-}
-}  // namespace
-
 NearCache::NearCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NearCache::~NearCache() = default;
 
@@ -331,19 +321,19 @@ size_t NearCache::WaitPrestaged(Ticket ticket, Deadline deadline) {
   return impl_->WaitPrestaged(ticket, deadline);
 }
 Status NearCache::GetBatch(std::span<GetOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   return impl_->GetBatch(ops, deadline);
 }
 Status NearCache::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   return impl_->PutBatch(ops, overwrite, deadline);
 }
 Status NearCache::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   return impl_->ExistsBatch(ops, deadline);
 }
 Status NearCache::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return Expired(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   return impl_->EraseBatch(ops, deadline);
 }
 Result<size_t> NearCache::MatchPrefix(std::span<const BlockKey> chain, Deadline deadline) {

@@ -271,11 +271,7 @@ class PoolClient::Impl {
   // A node that fails leaves its ops with `down` (kNotFound for reads).
   template <class OpT, class Submit>
   Status Dispatch(std::span<OpT> ops, Submit submit, Code down, Deadline deadline) {
-    if (deadline.passed()) {  // nothing is asked: every item kTimeout, none "absent"
-      Status t = Status::Timeout("deadline passed before the call");
-      for (OpT& op : ops) op.status = t;
-      return t;
-    }
+    if (deadline.passed()) return ExpireAll(ops);  // nothing asked: kTimeout, not "absent"
     Refresh();
     if (live_.empty()) {
       for (OpT& op : ops) op.status = Status(down, "no pool members");

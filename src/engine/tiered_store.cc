@@ -992,16 +992,6 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
   return out;
 }
 
-namespace {
-// An embedded call whose deadline passed before it began: every item kTimeout.
-template <class OpT>
-Status TimedOut(std::span<OpT> ops) {
-  Status s = Status::Timeout("deadline passed before the call");
-  for (OpT& op : ops) op.status = s;
-  return s;
-}
-}  // namespace
-
 Status TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
                               Deadline deadline) {
   if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
@@ -1123,7 +1113,7 @@ void TieredStore::Clear() {
 }
 
 Status TieredStore::GetBatch(std::span<GetOp> ops, Deadline deadline) {
-  if (deadline.passed()) return TimedOut(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   GetBatchAttempt(ops, 0);
   return Status::Ok();
 }
@@ -1218,7 +1208,7 @@ Status TieredStore::Erase(const BlockKey& key) {
 }
 
 Status TieredStore::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
-  if (deadline.passed()) return TimedOut(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   for (PutOp& op : ops) {
     PutOptions o;
     o.parent = op.parent;
@@ -1231,13 +1221,13 @@ Status TieredStore::PutBatch(std::span<PutOp> ops, bool overwrite, Deadline dead
 }
 
 Status TieredStore::ExistsBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return TimedOut(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   for (KeyOp& op : ops) op.status = Exists(op.key) ? Status::Ok() : Status::NotFound();
   return Status::Ok();
 }
 
 Status TieredStore::EraseBatch(std::span<KeyOp> ops, Deadline deadline) {
-  if (deadline.passed()) return TimedOut(ops);
+  if (deadline.passed()) return ExpireAll(ops);
   for (KeyOp& op : ops) op.status = Erase(op.key);
   return Status::Ok();
 }
