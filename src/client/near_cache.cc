@@ -103,8 +103,9 @@ class NearCache::Impl {
     stats_.*field += n;
   }
 
-  // Puts go to the backend; what it took (or already held, on an overwrite: replaced) is
-  // kept locally too when keep_fetched, so a local copy is never older than the backend's.
+  // Puts go to the backend; what it took is kept locally too when keep_fetched (replacing
+  // the local copy on an overwrite). A failed overwrite drops the local copy: the backend
+  // may hold either value now. kExists leaves it: insert-only blocks do not change.
   Status PutBatch(std::span<PutOp> ops, bool overwrite, Deadline deadline) {
     Status s;
     {
@@ -115,8 +116,8 @@ class NearCache::Impl {
       PutOptions po{op.parent, overwrite, {}, op.tenant};
       if (op.status.ok() && o_.keep_fetched) {
         (void)local_->Put(op.key, op.value, po);
-      } else if (overwrite || !op.status.ok()) {
-        (void)local_->Erase(op.key);  // no local copy that the backend may not hold
+      } else if (overwrite) {
+        (void)local_->Erase(op.key);
       }
     }
     return s;
