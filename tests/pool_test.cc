@@ -296,8 +296,7 @@ TEST_F(PoolTest, NodeDeathRestartAndJoin) {
       if (r.ok()) {
         EXPECT_TRUE(buf == Value(k, kValue));
       } else {  // a miss at a survivor, or the dead node's key before it is dropped
-        EXPECT_TRUE(r.status().code() == Code::kNotFound ||
-                    r.status().code() == Code::kUnavailable)
+        EXPECT_TRUE(r.status().code() == Code::kNotFound || r.status().code() == Code::kUnavailable)
             << r.status().ToString();
         EXPECT_FALSE(must_survive[t][i]) << "a block put after the kill was lost";
         ++lost;

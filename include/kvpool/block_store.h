@@ -100,6 +100,13 @@ Status ExpireAll(std::span<OpT> ops) {
   return s;
 }
 
+// The same for ReadBatch's results.
+inline Status ExpireAll(std::span<Result<BlockView>> out) {
+  Status s = Status::Timeout("deadline passed before the call");
+  for (Result<BlockView>& r : out) r = s;
+  return s;
+}
+
 class BlockStore {
  public:
   virtual ~BlockStore() = default;

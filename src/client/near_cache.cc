@@ -345,11 +345,7 @@ Status NearCache::ReadBatch(std::span<const BlockKey> keys, std::span<Result<Blo
                             Deadline deadline) {
   // Local blocks as views in place; the rest copied from the backend (BlockStore's way).
   if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
-  if (deadline.passed()) {
-    Status t = Status::Timeout("deadline passed before the call");
-    for (size_t i = 0; i < keys.size(); ++i) out[i] = t;
-    return t;
-  }
+  if (deadline.passed()) return ExpireAll(out.first(keys.size()));
   (void)impl_->local_->ReadBatch(keys, out);
   std::vector<BlockKey> remote;
   std::vector<size_t> where;

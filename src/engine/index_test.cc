@@ -1,7 +1,6 @@
 #include "engine/index.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <fstream>

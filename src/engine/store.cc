@@ -85,7 +85,6 @@ Reservation::~Reservation() {
   if (owner_) owner_->Abort(*this);
 }
 
-
 namespace {
 void Lat(std::ostringstream& o, const char* name, const LatencySummary& l) {
   o << "  " << name << ": n=" << l.count << " p50=" << l.p50_us << "us p99=" << l.p99_us

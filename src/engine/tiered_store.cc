@@ -995,11 +995,7 @@ Result<BlockView> TieredStore::Read(const BlockKey& key) {
 Status TieredStore::ReadBatch(std::span<const BlockKey> keys, std::span<Result<BlockView>> out,
                               Deadline deadline) {
   if (out.size() < keys.size()) return Status::InvalidArgument("fewer results than keys");
-  if (deadline.passed()) {
-    Status s = Status::Timeout("deadline passed before the call");
-    for (size_t i = 0; i < keys.size(); ++i) out[i] = s;
-    return s;
-  }
+  if (deadline.passed()) return ExpireAll(out.first(keys.size()));
   ReadMany(keys, out);
   return Status::Ok();
 }

@@ -154,9 +154,9 @@ TEST(KvEvents, MapFormNamesEveryFieldAndCarriesTokenIds) {
     for (uint32_t e = 0; e < events.via.array.size; ++e) {
       const msgpack_object& ev = events.via.array.ptr[e];
       ASSERT_EQ(ev.type, MSGPACK_OBJECT_MAP);
-      for (const char* f : {"type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
-                            "lora_id", "medium", "lora_name", "extra_keys", "group_idx",
-                            "kv_cache_spec_kind"})
+      for (const char* f :
+           {"type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
+            "medium", "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind"})
         ASSERT_NE(FindKey(ev, f), nullptr) << f;
       EXPECT_EQ(FindKey(ev, "extra_keys")->val.via.array.size,
                 FindKey(ev, "block_hashes")->val.via.array.size);
