@@ -307,7 +307,7 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
         continue;
       }
       RemoveTenantLocked(id);
-      out[n++] = {id, r.gen, r.key, probation_};
+      out[n++] = {id, r.gen, r.key, probation_, true};
     } else if (main_.count > 0 && !heap_.empty()) {
       HeapItem top = HeapPopLocked();
       Record& r = records_[top.id];
@@ -320,12 +320,32 @@ size_t DramTier::PickVictims(size_t max, Victim* out) {
       }
       RemoveMainLocked(top.id);
       RemoveTenantLocked(top.id);
-      out[n++] = {top.id, r.gen, r.key, false};
+      out[n++] = {top.id, r.gen, r.key, false, false};
     } else {
       break;
     }
   }
   return n;
+}
+
+void DramTier::PutBack(const Victim& v) {
+  MutexLock lock(policy_mu_);
+  Record& r = records_[v.id];
+  if (r.queue != kNone || r.gen != v.gen) return;
+  if (v.from_probation) {
+    r.queue = kSmall;
+    r.link_seq = ++link_counter_;
+    r.prev = small_.tail;
+    r.next = kNoRecord;
+    if (small_.tail != kNoRecord) records_[small_.tail].next = v.id;
+    small_.tail = v.id;
+    if (small_.head == kNoRecord) small_.head = v.id;
+    small_.pages += r.pages;
+    ++small_.count;
+  } else {
+    PushMainLocked(v.id);
+  }
+  PushTenantLocked(v.id);
 }
 
 size_t DramTier::PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, Victim* out) {
@@ -352,8 +372,9 @@ size_t DramTier::PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, 
   for (uint64_t got = 0; n < c.size() && n < max && got < bytes; ++n) {
     Record& r = records_[c[n].id];
     got += uint64_t{r.pages} * 4096;
+    bool small = r.queue == kSmall;
     UnlinkLocked(c[n].id);
-    out[n] = {c[n].id, r.gen, r.key, probation_ && !c[n].keep};
+    out[n] = {c[n].id, r.gen, r.key, probation_ && !c[n].keep, small};
   }
   return n;
 }

@@ -124,14 +124,21 @@ class DramTier {
 
   struct Victim {
     uint32_t id;
-    uint32_t gen;  // the record's generation when picked
-    BlockKey key;  // its key then (read under the policy lock, so consistent)
-    bool one_hit;  // leaving probation unused: dropped, not written to flash
+    uint32_t gen;                 // the record's generation when picked
+    BlockKey key;                 // its key then (read under the policy lock, so consistent)
+    bool one_hit;                 // leaving probation unused: dropped, not written to flash
+    bool from_probation = false;  // picked from the probation queue (where PutBack returns it)
   };
   // Chooses up to `max` victims and unlinks them. The caller evicts each, or Links it back,
   // after checking under the key's shard lock that the entry still names (id, gen): a
   // victim may be erased, freed and reused by another key in between.
   size_t PickVictims(size_t max, Victim* out);
+  // A victim the caller could not evict (it must be written, and the caller may not
+  // write) goes back where it was: a probation block to the tail, a main block with its
+  // priority as it was. Linking it back (Link) would count as a use and make it the
+  // newest block, which turned the DRAM's coldest blocks into its hottest each time a
+  // flash hit looked for room.
+  void PutBack(const Victim& v);
   // As PickVictims, among `tenant`'s blocks only, until they hold `bytes` (at most `max`):
   // of its longest-linked few, unused probation blocks first, then the lowest priority.
   size_t PickTenantVictims(uint16_t tenant, uint64_t bytes, size_t max, Victim* out);

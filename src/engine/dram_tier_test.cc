@@ -198,6 +198,48 @@ TEST(DramTierPolicy, ALongChainStoredAtOnceLeavesLeafFirst) {
   }
 }
 
+// Issue 16: a victim the read path could not evict (it had to be written first) was linked
+// back as the newest block, so every flash hit looking for room made the DRAM's coldest
+// blocks its hottest. Put back, it keeps its place: it is picked again first, in the main
+// queue and in probation alike.
+TEST(DramTierPolicy, AVictimPutBackKeepsItsPlace) {
+  for (bool probation : {false, true}) {
+    SCOPED_TRACE(probation ? "probation" : "main");
+    StoreOptions o = testing::SmallOptions(4 * kMiB);
+    o.admission = probation ? Admission::kProbation : Admission::kAll;
+    o.reuse_bonus = 0;
+    auto tier = std::move(DramTier::Create(o)).value();
+    std::vector<uint32_t> ids;
+    for (int i = 0; i < 8; ++i) {
+      uint32_t id = tier->Allocate(4096);
+      ASSERT_NE(id, kNoRecord);
+      tier->Link(id, false);
+      ids.push_back(id);
+    }
+    DramTier::Victim v[2];
+    ASSERT_EQ(tier->PickVictims(2, v), 2u);
+    ASSERT_EQ(v[0].id, ids[0]);
+    ASSERT_EQ(v[1].id, ids[1]);
+    EXPECT_EQ(v[0].from_probation, probation);
+    tier->PutBack(v[1]);
+    tier->PutBack(v[0]);
+    DramTier::Victim again[2];
+    ASSERT_EQ(tier->PickVictims(2, again), 2u);
+    EXPECT_EQ(again[0].id, ids[0]);
+    EXPECT_EQ(again[1].id, ids[1]);
+    if (probation) continue;  // (below its share, probation is not drawn from first)
+    // Linked back instead, the same victim becomes the newest: the others leave first.
+    tier->Link(again[0].id, true);
+    tier->PutBack(again[1]);
+    DramTier::Victim next;
+    ASSERT_EQ(tier->PickVictims(1, &next), 1u);
+    EXPECT_EQ(next.id, ids[1]);
+    tier->Link(next.id, true);
+    ASSERT_EQ(tier->PickVictims(1, &next), 1u);
+    EXPECT_EQ(next.id, ids[2]);
+  }
+}
+
 TEST(DramTierPolicy, GhostsRememberPastUses) {
   StoreOptions o = testing::SmallOptions(4 * kMiB);
   auto tier = std::move(DramTier::Create(o)).value();

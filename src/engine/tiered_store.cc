@@ -170,7 +170,8 @@ uint32_t TieredStore::AllocateRecord(uint32_t size, bool may_write, uint16_t ten
     // Inline eviction frees a batch (one policy lock, one device submit). Without flash
     // it frees at most 1/256 of the blocks held: 32 at once left a small cache 10% empty
     // for nothing (chat trace at 2%: 0.291 against 0.305 evicting one at a time). With
-    // flash the slack is what a flash hit is promoted into without writing.
+    // flash the slack is what a flash hit is promoted into without writing (at 1/256 the
+    // chat family at 10% promoted 69% of its flash hits instead of all, 0.573 against 0.598).
     size_t batch = flash_ ? kEvictBatch : std::clamp<size_t>(dram_->blocks() / 256, 1, kEvictBatch);
     if (EvictSome(batch, may_write) > 0) continue;
     if (!may_write) {
@@ -377,8 +378,8 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
       if (!clean) c_.quota_evictions.fetch_add(1, std::memory_order_relaxed);
     }
     bool refused = !write && flash_ && !clean && one_hit;
-    if (write && !may_write) {  // the read path only drops: a dirty block stays
-      dram_->Link(id, true);
+    if (write && !may_write) {  // the read path only drops: a dirty block stays, unrefreshed
+      dram_->PutBack(victims[i]);
       continue;
     }
     if (write && budget_ && !closing &&
