@@ -129,7 +129,8 @@ class DramTier {
     bool one_hit;                 // leaving probation unused: dropped, not written to flash
     bool from_probation = false;  // picked from the probation queue (where PutBack returns it)
   };
-  // Chooses up to `max` victims and unlinks them. The caller evicts each, or Links it back,
+  // Chooses up to `max` victims and unlinks them. The caller evicts each, or returns it
+  // (PutBack; Link if it is in use right now),
   // after checking under the key's shard lock that the entry still names (id, gen): a
   // victim may be erased, freed and reused by another key in between.
   size_t PickVictims(size_t max, Victim* out);
