@@ -130,9 +130,9 @@ class DramTier {
     bool from_probation = false;  // picked from the probation queue (where PutBack returns it)
   };
   // Chooses up to `max` victims and unlinks them. The caller evicts each, or returns it
-  // (PutBack; Link if it is in use right now),
-  // after checking under the key's shard lock that the entry still names (id, gen): a
-  // victim may be erased, freed and reused by another key in between.
+  // (PutBack; Link if it is in use right now), after checking under the key's shard lock
+  // that the entry still names (id, gen): a victim may be erased, freed and reused by
+  // another key in between.
   size_t PickVictims(size_t max, Victim* out);
   // A victim the caller could not evict (it must be written, and the caller may not
   // write) goes back where it was: a probation block to the tail, a main block with its
