@@ -221,9 +221,25 @@ TEST(Replay, RealTracePrefixReturnsOnlyRightData) {
   EXPECT_GT(res->lru_prefix_hit_ratio(), 0.03);
   EXPECT_EQ(res->dram_hits + res->flash_hits, res->prefix_hits);
   EXPECT_GT(res->stats.flash.bytes_written, 0u);
+  // Both tiers fill; some DRAM is kept free for puts and promotions.
+  EXPECT_GT(res->dram_fill, 0.5);
+  EXPECT_LT(res->dram_fill, 1.0);
+  EXPECT_GT(res->flash_fill, 0.5);
+  EXPECT_LE(res->flash_fill, 1.0);
   std::string table = ReplayTable(*res, o);
   EXPECT_NE(table.find("prefix hit ratio"), std::string::npos);
+  EXPECT_NE(table.find("flash held"), std::string::npos);
   EXPECT_NE(ReplayJson(*res, o).find("\"prefix_hit_ratio\":"), std::string::npos);
+  EXPECT_NE(ReplayJson(*res, o).find("\"flash_fill\":"), std::string::npos);
+
+  // DRAM only: evicting 1/256 of the blocks at a time keeps it all but full.
+  o.flash_path.clear();
+  auto dram_only = RunReplay(*trace, o);
+  ASSERT_TRUE(dram_only.ok()) << dram_only.status().ToString();
+  EXPECT_EQ(dram_only->wrong_data, 0u);
+  EXPECT_GT(dram_only->dram_fill, 0.98);
+  EXPECT_EQ(dram_only->flash_fill, 0.0);
+  EXPECT_EQ(ReplayTable(*dram_only, o).find("flash held"), std::string::npos);
 }
 
 }  // namespace

@@ -91,6 +91,8 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   std::vector<std::byte> bufs;
   std::vector<GetOp> gets;
   uint64_t t0 = NowNanos();
+  double dram_fill_sum = 0, flash_fill_sum = 0;
+  uint64_t fill_samples = 0;
   size_t step = std::max<size_t>(1, trace.size() / 100);
   for (size_t ri = 0; ri < trace.size(); ++ri) {
     const TraceRequest& r = trace[ri];
@@ -106,6 +108,14 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
       gets[i].buffer = std::span<std::byte>(bufs.data() + i * o.block_bytes, o.block_bytes);
     }
     StoreStats before = store->GetStats();
+    if (ri >= trace.size() / 2) {
+      auto share = [](const TierStats& t) {
+        return t.capacity_bytes ? double(t.used_bytes) / double(t.capacity_bytes) : 0.0;
+      };
+      dram_fill_sum += share(before.dram);
+      flash_fill_sum += share(before.flash);
+      ++fill_samples;
+    }
     (void)store->GetBatch(gets);
     StoreStats after = store->GetStats();
     size_t hits = 0;
@@ -149,6 +159,10 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
   store->Quiesce();
   res.seconds = static_cast<double>(NowNanos() - t0) / 1e9;
   res.stats = store->GetStats();
+  if (fill_samples) {
+    res.dram_fill = dram_fill_sum / double(fill_samples);
+    res.flash_fill = flash_fill_sum / double(fill_samples);
+  }
   res.lru_prefix_hits =
       LruPrefixHits(trace, res.capacity_blocks, &res.lru_tokens_saved, o.tokens_per_block);
   res.offline_prefix_hits =
@@ -189,6 +203,14 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
                 ratio(r.tokens_saved, r.tokens_total), ratio(r.lru_tokens_saved, r.tokens_total),
                 ratio(r.offline_tokens_saved, r.tokens_total));
   s << line;
+  std::snprintf(line, sizeof line, "%-34s %14.3f\n", "DRAM held (mean share, 2nd half)",
+                r.dram_fill);
+  s << line;
+  if (!o.flash_path.empty()) {
+    std::snprintf(line, sizeof line, "%-34s %14.3f\n", "flash held (mean share, 2nd half)",
+                  r.flash_fill);
+    s << line;
+  }
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes put (MiB)", r.bytes_put / 1048576.0);
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes read by gets (MiB)",
@@ -250,7 +272,8 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"flash_bytes_written\":" << r.stats.flash.bytes_written
     << ",\"admission_drops\":" << r.stats.admission_drops
     << ",\"budget_drops\":" << r.stats.budget_drops
-    << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"wrong_data\":" << r.wrong_data
+    << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"dram_fill\":" << r.dram_fill
+    << ",\"flash_fill\":" << r.flash_fill << ",\"wrong_data\":" << r.wrong_data
     << ",\"seconds\":" << r.seconds << ",\"put_latency\":" << lat(r.stats.put_latency)
     << ",\"get_dram_latency\":" << lat(r.stats.get_dram_latency)
     << ",\"get_flash_latency\":" << lat(r.stats.get_flash_latency) << "}\n";

@@ -43,6 +43,10 @@ struct ReplayResult {
   uint64_t offline_prefix_hits = 0;
   uint64_t offline_tokens_saved = 0;
   double seconds = 0;
+  // Mean share of each tier's capacity held (DRAM: allocated pages; flash: live blocks),
+  // sampled before every request of the trace's second half: what eviction batches, the
+  // free space kept for puts and promotions, and the log's empty regions leave unused.
+  double dram_fill = 0, flash_fill = 0;
   StoreStats stats;
   double prefix_hit_ratio() const {
     return blocks_requested ? double(prefix_hits) / double(blocks_requested) : 0;
