@@ -15,37 +15,9 @@ first-in first-out order, not anything the engine could tune away.
 
 usage: /usr/bin/python3 bench/tier_sim.py --trace T [--capacity 0.02] [--region-blocks 8]
 """
-import argparse, collections, json
+import argparse, collections
 
-
-def load(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def full_blocks(r):  # engines store only full blocks
-    h = r["hash_ids"]
-    return h[:-1] if r["input_length"] % 512 else h
-
-
-def lru(reqs, cap):
-    held, hits, total = collections.OrderedDict(), 0, 0
-    for r in reqs:
-        h = r["hash_ids"]
-        total += len(h)
-        k = 0
-        while k < len(h) and h[k] in held:
-            k += 1
-        hits += k
-        full = len(full_blocks(r))
-        for j, x in enumerate(h):
-            if x in held:
-                held.move_to_end(x)
-            elif j < full:
-                held[x] = True
-                if len(held) > cap:
-                    held.popitem(last=False)
-    return hits / total
+from policy_sim import full_blocks, leading, load, lru  # the same trace reading and LRU
 
 
 def two_tier(reqs, dram_cap, flash_cap, region_blocks, exclusive):
@@ -78,12 +50,14 @@ def two_tier(reqs, dram_cap, flash_cap, region_blocks, exclusive):
             where.pop(x).discard(x)
         dram_insert(x, not exclusive)
 
+    class Held:  # either tier
+        def __contains__(self, x):
+            return x in dram or x in where
+
     for r in reqs:
         h = r["hash_ids"]
         total += len(h)
-        k = 0
-        while k < len(h) and (h[k] in dram or h[k] in where):
-            k += 1
+        k = leading(h, Held())
         hits += k
         full = len(full_blocks(r))
         for j, x in enumerate(h):
@@ -108,8 +82,9 @@ def main():
     cap = max(16, int(a.capacity * distinct))
     half = cap // 2
     print(f"{a.trace}: capacity {cap} blocks ({a.capacity:.0%} of {distinct} distinct)")
-    print(f"{'one LRU tier':44s} {lru(reqs, cap):.4f}")
-    print(f"{'LRU over half (the DRAM alone)':44s} {lru(reqs, half):.4f}")
+    total = sum(len(r["hash_ids"]) for r in reqs)
+    print(f"{'one LRU tier':44s} {lru(reqs, cap, True) / total:.4f}")
+    print(f"{'LRU over half (the DRAM alone)':44s} {lru(reqs, half, True) / total:.4f}")
     for exclusive in (False, True):
         for rb in (1, a.region_blocks):
             name = f"two tiers, {'exclusive' if exclusive else 'inclusive'}, regions of {rb}"

@@ -121,6 +121,17 @@ void DramTier::ListPushFront(List& l, uint32_t id, uint32_t Record::*prev, uint3
   ++l.count;
 }
 
+void DramTier::ListPushBack(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next) {
+  Record& r = records_[id];
+  r.*next = kNoRecord;
+  r.*prev = l.tail;
+  if (l.tail != kNoRecord) records_[l.tail].*next = id;
+  l.tail = id;
+  if (l.head == kNoRecord) l.head = id;
+  l.pages += r.pages;
+  ++l.count;
+}
+
 void DramTier::ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next) {
   Record& r = records_[id];
   if (r.*prev != kNoRecord)
@@ -141,6 +152,13 @@ void DramTier::PushHeadLocked(List& l, Queue q, uint32_t id) {
   r.queue = q;
   r.link_seq = ++link_counter_;
   ListPushFront(l, id, &Record::prev, &Record::next);
+}
+
+void DramTier::PushTailLocked(List& l, Queue q, uint32_t id) {
+  Record& r = records_[id];
+  r.queue = q;
+  r.link_seq = ++link_counter_;
+  ListPushBack(l, id, &Record::prev, &Record::next);
 }
 
 void DramTier::RemoveLocked(List& l, uint32_t id) {
@@ -333,15 +351,7 @@ void DramTier::PutBack(const Victim& v) {
   Record& r = records_[v.id];
   if (r.queue != kNone || r.gen != v.gen) return;
   if (v.from_probation) {
-    r.queue = kSmall;
-    r.link_seq = ++link_counter_;
-    r.prev = small_.tail;
-    r.next = kNoRecord;
-    if (small_.tail != kNoRecord) records_[small_.tail].next = v.id;
-    small_.tail = v.id;
-    if (small_.head == kNoRecord) small_.head = v.id;
-    small_.pages += r.pages;
-    ++small_.count;
+    PushTailLocked(small_, kSmall, v.id);
   } else {
     PushMainLocked(v.id);
   }

@@ -177,8 +177,10 @@ class DramTier {
   // A doubly linked list through a record's (prev, next) pair of links: the queues' or the
   // tenant's.
   void ListPushFront(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
+  void ListPushBack(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
   void ListRemove(List& l, uint32_t id, uint32_t Record::*prev, uint32_t Record::*next);
   void PushHeadLocked(List& l, Queue q, uint32_t id) REQUIRES(policy_mu_);
+  void PushTailLocked(List& l, Queue q, uint32_t id) REQUIRES(policy_mu_);
   void RemoveLocked(List& l, uint32_t id) REQUIRES(policy_mu_);
   // Enter / leave the record's tenant list (no-op for tenant 0) as it enters / leaves a
   // queue.
