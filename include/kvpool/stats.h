@@ -56,6 +56,9 @@ struct StoreStats {
   double reuse_bonus_dram_fulls = 0;
   bool reuse_bonus_learnt = false;
   uint64_t policy_epochs = 0;
+  // Whether blocks leaving DRAM's probation queue unused are written to flash (once it is
+  // full; learnt beside the reuse bonus under the budget admission).
+  bool unused_to_flash = true;
   uint64_t index_entries = 0;
   uint64_t index_bytes = 0;  // DRAM held by the index tables
   LatencySummary put_latency, get_dram_latency, get_flash_latency;

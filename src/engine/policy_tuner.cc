@@ -7,7 +7,8 @@ namespace kvpool::engine {
 namespace {
 // Candidates, in DRAM-fulls of newer blocks one past use outlives: 0 (LRU) and 1/16 .. 4.
 constexpr double kCandidates[] = {0, 0.0625, 0.125, 0.25, 0.5, 1, 2, 4};
-constexpr uint64_t kSimPages = 64 * 1024;  // a simulation's target size, in pages
+constexpr uint64_t kSimPages = 64 * 1024;       // a simulation's target size, in pages
+constexpr uint64_t kTierSimPages = 256 * 1024;  // a two-tier simulation's, DRAM + flash
 constexpr uint8_t kMaxUses = 3;
 constexpr uint64_t kMinEpoch = 4096, kEpochPerBlock = 2;
 constexpr double kDecay = 0.75;
@@ -22,7 +23,8 @@ struct Later {
 uint64_t BlockId(const BlockKey& k) { return k.lo ^ (k.hi * 0xC2B2AE3D27D4EB4Full); }
 }  // namespace
 
-PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial) {
+PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial,
+                         uint64_t flash_pages, double probation) {
   uint64_t rate = std::max<uint64_t>(1, dram_pages / kSimPages);
   rate = std::min<uint64_t>(rate, 65536);
   threshold_ = std::max<uint64_t>(1, 65536 / rate);
@@ -40,6 +42,27 @@ PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double init
     }
   }
   bonus_.store(kCandidates[chosen_], std::memory_order_relaxed);
+  if (flash_pages == 0) return;
+  uint64_t tier_rate = std::max(rate, (dram_pages + flash_pages) / kTierSimPages);
+  tier_rate = std::min<uint64_t>(tier_rate, 65536);
+  tier_threshold_ = std::min(threshold_, std::max<uint64_t>(1, 65536 / tier_rate));
+  tier_dram_ = std::max<uint64_t>(1, dram_pages * tier_threshold_ / 65536);
+  tier_probation_ = static_cast<uint64_t>(probation * static_cast<double>(tier_dram_));
+  tier_flash_ = std::max<uint64_t>(1, flash_pages * tier_threshold_ / 65536);
+  tier_ghost_ = std::max<uint64_t>(16, ghost_blocks * tier_threshold_ / 65536);
+  tiers_.resize(2);
+  tiers_[1].admit = false;
+  for (TierSim& t : tiers_) Rekey(t.dram, kCandidates[chosen_]);
+}
+
+void PolicyTuner::Rekey(Sim& s, double bonus) {
+  s.bonus = bonus;
+  s.bonus_pages = static_cast<uint64_t>(bonus * static_cast<double>(tier_dram_));
+  s.heap.clear();
+  for (const auto& [block, e] : s.map) {
+    if (!e.probation) s.heap.push_back({e.last_use + s.bonus_pages * e.freq, block, e.seq});
+  }
+  std::make_heap(s.heap.begin(), s.heap.end(), Later{});
 }
 
 void PolicyTuner::Push(Sim& s, uint64_t block, const Entry& e) {
@@ -56,7 +79,25 @@ void PolicyTuner::Push(Sim& s, uint64_t block, const Entry& e) {
   }
 }
 
+void PolicyTuner::Forget(Sim& s, uint64_t block, uint8_t freq, uint64_t ghost_capacity) {
+  // The ghost remembers evicted blocks' uses as long as the DRAM tier's does.
+  s.ghost[block] = freq;
+  s.ghost_order.push_back(block);
+  while (s.ghost_order.size() > ghost_capacity) {
+    s.ghost.erase(s.ghost_order.front());
+    s.ghost_order.pop_front();
+  }
+}
+
 bool PolicyTuner::EvictOne(Sim& s) {
+  uint64_t block;
+  Entry e;
+  if (!PopMain(s, &block, &e)) return false;
+  Forget(s, block, e.freq, ghost_capacity_);
+  return true;
+}
+
+bool PolicyTuner::PopMain(Sim& s, uint64_t* block, Entry* out) {
   while (!s.heap.empty()) {
     std::pop_heap(s.heap.begin(), s.heap.end(), Later{});
     HeapItem top = s.heap.back();
@@ -73,17 +114,112 @@ bool PolicyTuner::EvictOne(Sim& s) {
     }
     s.used -= e.pages;
     s.evicted = true;
-    // The ghost remembers evicted blocks' uses as long as the DRAM tier's does.
-    s.ghost[top.block] = e.freq;
-    s.ghost_order.push_back(top.block);
-    while (s.ghost_order.size() > ghost_capacity_) {
-      s.ghost.erase(s.ghost_order.front());
-      s.ghost_order.pop_front();
-    }
+    *block = top.block;
+    *out = e;
     s.map.erase(f);
     return true;
   }
   return false;
+}
+
+void PolicyTuner::Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq, bool main) {
+  Sim& s = t.dram;
+  while (s.used + pages > tier_dram_ && EvictTier(t)) {
+  }
+  Entry e;
+  e.pages = pages;
+  e.freq = freq;
+  e.last_use = s.clock;
+  e.seq = ++s.seq;
+  e.probation = !main;
+  s.used += pages;
+  s.added += pages;
+  s.map[block] = e;
+  if (main) {
+    Push(s, block, e);
+  } else {
+    t.probation.emplace_back(block, e.seq);
+    t.probation_used += pages;
+  }
+}
+
+bool PolicyTuner::AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool add) {
+  Sim& s = t.dram;
+  auto f = s.map.find(block);
+  if (f != s.map.end()) {
+    Entry& e = f->second;
+    if (e.freq < kMaxUses) ++e.freq;
+    e.last_use = s.clock;
+    return true;
+  }
+  auto c = t.flash.find(block);
+  if (c != t.flash.end()) {  // a flash hit: promoted to the main queue (the copy let go)
+    TierSim::Copy copy = c->second;
+    t.flash_used -= copy.pages;
+    t.flash.erase(c);  // its place in flash_order goes stale
+    Hold(t, block, copy.pages, static_cast<uint8_t>(std::min<int>(kMaxUses, copy.freq + 1)), true);
+    return true;
+  }
+  pages = std::max<uint32_t>(1, pages);
+  if (!add || pages > tier_dram_) return false;
+  auto g = s.ghost.find(block);
+  bool ghost = g != s.ghost.end();
+  Hold(t, block, pages, ghost ? static_cast<uint8_t>(std::min<int>(kMaxUses, g->second + 1)) : 0,
+       ghost);
+  return false;
+}
+
+bool PolicyTuner::EvictTier(TierSim& t) {
+  Sim& s = t.dram;
+  while (!t.probation.empty() &&
+         (t.probation_used > tier_probation_ || s.used == t.probation_used)) {
+    auto [block, seq] = t.probation.front();
+    t.probation.pop_front();
+    auto f = s.map.find(block);
+    if (f == s.map.end() || f->second.seq != seq || !f->second.probation) continue;
+    Entry& e = f->second;
+    t.probation_used -= e.pages;
+    e.probation = false;
+    if (e.freq > 0) {  // used during probation: admitted to the main queue
+      Push(s, block, e);
+      continue;
+    }
+    uint32_t pages = e.pages;
+    s.used -= pages;
+    s.map.erase(f);
+    if (t.admit) {
+      ToFlash(t, block, pages, 0);
+    } else {
+      Forget(s, block, 0, tier_ghost_);
+    }
+    return true;
+  }
+  uint64_t block;
+  Entry e;
+  if (!PopMain(s, &block, &e)) return false;
+  ToFlash(t, block, e.pages, e.freq);
+  return true;
+}
+
+void PolicyTuner::ToFlash(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq) {
+  if (pages > tier_flash_) {
+    Forget(t.dram, block, freq, tier_ghost_);
+    return;
+  }
+  while (t.flash_used + pages > tier_flash_ && !t.flash_order.empty()) {
+    auto [oldest, seq] = t.flash_order.front();
+    t.flash_order.pop_front();
+    auto c = t.flash.find(oldest);
+    if (c == t.flash.end() || c->second.seq != seq) continue;  // promoted or erased
+    t.flash_used -= c->second.pages;
+    t.flash_full = true;
+    Forget(t.dram, oldest, c->second.freq, tier_ghost_);
+    t.flash.erase(c);
+  }
+  uint32_t seq = ++t.dram.seq;
+  t.flash[block] = {pages, seq, freq};
+  t.flash_order.emplace_back(block, seq);
+  t.flash_used += pages;
 }
 
 bool PolicyTuner::AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add) {
@@ -195,6 +331,18 @@ bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
     s.clock += s.added;  // the clock counts pages added, as the DRAM tier's does
     s.added = 0;
   }
+  if (!tiers_.empty() && TierSampled(chain[0])) {
+    for (TierSim& t : tiers_) {
+      bool prefix = true;
+      for (const BlockKey& k : chain) {
+        bool held = AccessTier(t, BlockId(k), block_pages_, /*add=*/true);
+        prefix = prefix && held;
+        t.dram.hits += prefix;
+      }
+      t.dram.clock += t.dram.added;
+      t.dram.added = 0;
+    }
+  }
   return CountAndMaybeEndEpoch(chain.size());
 }
 
@@ -207,6 +355,13 @@ bool PolicyTuner::Access(const BlockKey& key, uint32_t pages, bool put) {
     s.hits += AccessSim(s, block, pages, put);
     s.clock += s.added;
     s.added = 0;
+  }
+  if (!tiers_.empty() && TierSampled(key)) {
+    for (TierSim& t : tiers_) {
+      t.dram.hits += AccessTier(t, block, pages, put);
+      t.dram.clock += t.dram.added;
+      t.dram.added = 0;
+    }
   }
   return CountAndMaybeEndEpoch(1);
 }
@@ -236,6 +391,21 @@ void PolicyTuner::EndEpoch() {
   bool full = std::all_of(sims_.begin(), sims_.end(), [](const Sim& s) { return s.evicted; });
   if (full && sims_[best].score > sims_[chosen_].score * (1 + kMargin)) chosen_ = best;
   bonus_.store(sims_[chosen_].bonus, std::memory_order_relaxed);
+  if (!tiers_.empty()) {
+    for (TierSim& t : tiers_) {
+      t.dram.score = t.dram.score * kDecay + static_cast<double>(t.dram.hits);
+      t.dram.hits = 0;
+      if (t.dram.bonus != sims_[chosen_].bonus) Rekey(t.dram, sims_[chosen_].bonus);
+    }
+    size_t other = 1 - tier_chosen_;
+    // Judged once the flash admitting them is full: before, they cost no block its room
+    // (the other one may never fill).
+    if (tiers_[0].flash_full &&
+        tiers_[other].dram.score > tiers_[tier_chosen_].dram.score * (1 + kMargin)) {
+      tier_chosen_ = other;
+    }
+    admit_one_hit_.store(tiers_[tier_chosen_].admit, std::memory_order_relaxed);
+  }
   epochs_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -247,6 +417,20 @@ void PolicyTuner::Erase(const BlockKey& key) {
     if (f == s.map.end()) continue;
     s.used -= f->second.pages;
     s.map.erase(f);  // its heap item goes stale
+  }
+  if (tiers_.empty() || !TierSampled(key)) return;
+  for (TierSim& t : tiers_) {
+    auto f = t.dram.map.find(block);
+    if (f != t.dram.map.end()) {
+      t.dram.used -= f->second.pages;
+      if (f->second.probation) t.probation_used -= f->second.pages;
+      t.dram.map.erase(f);  // its heap item or probation place goes stale
+    }
+    auto c = t.flash.find(block);
+    if (c != t.flash.end()) {
+      t.flash_used -= c->second.pages;
+      t.flash.erase(c);
+    }
   }
 }
 

@@ -31,6 +31,20 @@
 // sees single keys (gets, puts), each access scores a hit if the simulation holds the
 // key, and a put adds it; that mode is used until the first sampled chain arrives.
 //
+// Flash admission of one-hit blocks (a store with flash and the budget admission). A block
+// that leaves DRAM's probation queue unused is written to flash or dropped. Written, it
+// may be used again before its region is taken (a chat turn after a long think time); but
+// in a first-in first-out log it costs the room of a block that was used, for as long
+// (shared prompts and Zipf-popular prefixes lose 5-10% of their hits to it at 2% of their
+// working set, multi-turn chats gain 5%). Two more simulations, each a scaled copy of
+// the two tiers (a probation FIFO and the main queue above with the bonus now chosen,
+// over a first-in first-out flash of the flash's capacity / R'), one admitting one-hit
+// blocks, one dropping them, run on the same sampled chains; the store follows the
+// better one (the same scores, decay and 1% margin), starting with admission. R' >= R
+// keeps them at about 256Ki pages of DRAM + flash; their keys are a subset of the
+// sampled ones. A store applies the choice only while its flash is full: with room to
+// spare, everything it is given is kept.
+//
 // Cost: the simulations never run on the request path. A sampled chain or access is
 // copied into a queue (Offer*: a try-lock and a copy, dropped when the queue is full or
 // contended) and Drain runs them, on the store's mover thread (or inline in a store
@@ -59,7 +73,10 @@ class PolicyTuner {
   // `dram_pages`: DRAM's capacity in 4 KiB pages; `ghost_blocks`: how many dropped blocks
   // its ghost remembers (the simulations remember as many, scaled). `initial`: the
   // candidate to start with, in DRAM-fulls per use (the nearest candidate is taken).
-  PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial);
+  // `flash_pages` > 0 (with `probation`, the probation queue's share of DRAM): also
+  // learn flash admission of one-hit blocks.
+  PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial, uint64_t flash_pages = 0,
+              double probation = 0);
 
   bool Sampled(const BlockKey& key) const { return SampleHash(key) < threshold_; }
   // The request path's side: queue a sampled chain (REQUIRES: nonempty, Sampled(chain[0])),
@@ -87,6 +104,8 @@ class PolicyTuner {
   // The chosen bonus, in DRAM-fulls per past use.
   double bonus() const { return bonus_.load(std::memory_order_relaxed); }
   uint64_t epochs() const { return epochs_.load(std::memory_order_relaxed); }
+  // Whether blocks leaving probation unused are worth a flash write (true without flash).
+  bool admit_one_hit() const { return admit_one_hit_.load(std::memory_order_relaxed); }
   // 1 in how many keys is simulated.
   uint64_t sample_rate() const { return 65536 / threshold_; }
 
@@ -95,6 +114,7 @@ class PolicyTuner {
     uint64_t last_use = 0;
     uint32_t pages = 0, seq = 0;
     uint8_t freq = 0;
+    bool probation = false;  // a two-tier simulation's probation FIFO holds it, not the heap
   };
   struct HeapItem {
     uint64_t key;
@@ -114,6 +134,22 @@ class PolicyTuner {
     std::unordered_map<uint64_t, uint8_t> ghost;  // evicted blocks' past uses
     std::deque<uint64_t> ghost_order;
   };
+  // The two tiers, scaled (see above): `dram` is the main queue, whose heap holds only
+  // records out of probation.
+  struct TierSim {
+    bool admit = true;  // one-hit blocks go to flash
+    Sim dram;
+    std::deque<std::pair<uint64_t, uint32_t>> probation;  // block, seq; oldest first
+    uint64_t probation_used = 0;
+    struct Copy {
+      uint32_t pages = 0, seq = 0;
+      uint8_t freq = 0;
+    };
+    std::unordered_map<uint64_t, Copy> flash;
+    std::deque<std::pair<uint64_t, uint32_t>> flash_order;  // block, seq; oldest first
+    uint64_t flash_used = 0;
+    bool flash_full = false;  // has dropped a block to make room
+  };
   static uint64_t SampleHash(const BlockKey& key) {
     return (((key.lo ^ key.hi) * 0x9E3779B97F4A7C15ull) >> 32) & 0xffff;
   }
@@ -123,6 +159,17 @@ class PolicyTuner {
   bool EvictOne(Sim& s);  // false: nothing left to evict
   void Push(Sim& s, uint64_t block, const Entry& e);
   void EndEpoch() REQUIRES(mu_);
+  // The two-tier simulations' counterparts (REQUIRES mu_).
+  bool TierSampled(const BlockKey& key) const { return SampleHash(key) < tier_threshold_; }
+  bool AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool add);
+  // Holds a block in DRAM (probation, or main), evicting first as needed.
+  void Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq, bool main);
+  // Takes the main queue's lowest (removed from the map, returned); false when empty.
+  bool PopMain(Sim& s, uint64_t* block, Entry* out);
+  bool EvictTier(TierSim& t);
+  void ToFlash(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq);
+  static void Forget(Sim& s, uint64_t block, uint8_t freq, uint64_t ghost_capacity);
+  void Rekey(Sim& s, double bonus);
 
   uint64_t threshold_;       // of 65536
   uint64_t capacity_;        // each simulation's capacity, in pages
@@ -136,6 +183,12 @@ class PolicyTuner {
   bool chains_ GUARDED_BY(mu_) = false;       // chain lookups seen
   uint32_t block_pages_ GUARDED_BY(mu_) = 1;  // size of the last block put
   std::atomic<double> bonus_{0};              // sims_[chosen_].bonus
+  uint64_t tier_threshold_ = 0;               // of 65536; 0: no two-tier simulations
+  uint64_t tier_dram_ = 0, tier_probation_ = 0, tier_flash_ = 0;  // their capacities, pages
+  uint64_t tier_ghost_ = 0;
+  std::vector<TierSim> tiers_ GUARDED_BY(mu_);  // [0] admits one-hit blocks, [1] drops them
+  size_t tier_chosen_ GUARDED_BY(mu_) = 0;
+  std::atomic<bool> admit_one_hit_{true};
   struct Queued {
     uint32_t first, count;  // in queue_keys_
     uint32_t pages;

@@ -94,8 +94,12 @@ TieredStore::TieredStore(const StoreOptions& options, std::unique_ptr<DramTier> 
                                             flash_->capacity_bytes(), options_.clock_ns);
   }
   if (options_.reuse_bonus == StoreOptions::kReuseBonusAuto) {
-    tuner_ =
-        std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0);
+    // With flash under the budget admission it also learns whether one-hit blocks earn
+    // their flash writes.
+    bool learn_admission = flash_ && options_.admission == Admission::kBudget;
+    tuner_ = std::make_unique<PolicyTuner>(options_.dram_bytes / 4096, dram_->ghost_capacity(), 0.0,
+                                           learn_admission ? flash_->capacity_bytes() / 4096 : 0,
+                                           options_.probation_fraction);
     dram_->SetBonus(tuner_->bonus());
   }
   // A removed block's tenant: its DRAM record's, or its flash slot's (0 once the slot's
@@ -345,6 +349,12 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
   };
   Write writes[kEvictBatch];
   size_t nw = 0, freed = 0;
+  // Blocks leaving probation unused are refused by the probation admission, and by the
+  // budget admission while its tuner finds them not worth the room they take in a full
+  // flash (with room to spare, everything is kept).
+  bool refuse_one_hit = options_.admission == Admission::kProbation ||
+                        (tuner_ && flash_ && !tuner_->admit_one_hit() &&
+                         flash_->used_bytes() >= flash_->capacity_bytes() / 4 * 3);
   uint32_t to_doom[kEvictBatch];
   size_t nd = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -369,8 +379,7 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
                    flash_->Age(e->flash_page()) > options_.flash_rewrite_age;
     bool one_hit = victims[i].one_hit;
     bool closing = closing_.load(std::memory_order_relaxed);
-    bool write = flash_ && (!clean || rewrite) &&
-                 (closing || !(one_hit && options_.admission == Admission::kProbation));
+    bool write = flash_ && (!clean || rewrite) && (closing || !(one_hit && refuse_one_hit));
     // A block larger than its tenant's whole flash quota is not written.
     uint64_t fq = r.tenant ? flash_quota_[r.tenant].load(std::memory_order_relaxed) : 0;
     if (write && fq != 0 && uint64_t{r.pages} * 4096 > fq) {
@@ -1399,6 +1408,8 @@ StoreStats TieredStore::GetStats() const {
                              static_cast<double>(dram_->capacity_bytes() / 4096);
   s.reuse_bonus_learnt = tuner_ != nullptr;
   if (tuner_) s.policy_epochs = tuner_->epochs();
+  s.unused_to_flash =
+      flash_ && options_.admission != Admission::kProbation && (!tuner_ || tuner_->admit_one_hit());
   s.stale_races = ld(c_.stale_races);
   s.flash_compacted = ld(c_.compacted);
   if (flash_) s.flash_live_evicted = flash_->live_blocks_evicted();

@@ -169,6 +169,10 @@ std::string RenderMetrics(const NodeStats& node) {
   w.One("kvpool_policy_reuse_bonus", "gauge",
         "DRAM eviction: DRAM-fulls of newer blocks one past use outlives (learnt or fixed).",
         s.reuse_bonus_dram_fulls);
+  w.One("kvpool_policy_unused_to_flash", "gauge",
+        "1 while blocks leaving DRAM's probation unused are written to a full flash tier "
+        "(learnt), 0 while they are dropped.",
+        s.unused_to_flash ? 1.0 : 0.0);
   w.Histogram("kvpool_put_latency_seconds", "Put latency inside the store.", "", s.put_latency,
               true);
   w.Histogram("kvpool_get_latency_seconds", "Get latency inside the store, by tier.",
