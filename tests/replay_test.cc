@@ -231,6 +231,12 @@ TEST(Replay, RealTracePrefixReturnsOnlyRightData) {
   EXPECT_NE(table.find("flash held"), std::string::npos);
   EXPECT_NE(ReplayJson(*res, o).find("\"prefix_hit_ratio\":"), std::string::npos);
   EXPECT_NE(ReplayJson(*res, o).find("\"flash_fill\":"), std::string::npos);
+  // What the policy tuner chose, at the end: in the table and the JSON.
+  EXPECT_NE(table.find("probation share at the end"), std::string::npos);
+  EXPECT_NE(table.find("unused blocks to flash at the end"), std::string::npos);
+  EXPECT_GT(res->stats.probation_share, 0.0);
+  EXPECT_NE(ReplayJson(*res, o).find("\"probation_share\":"), std::string::npos);
+  EXPECT_NE(ReplayJson(*res, o).find("\"unused_to_flash\":"), std::string::npos);
 
   // DRAM only: evicting 1/256 of the blocks at a time keeps it all but full.
   o.flash_path.clear();

@@ -59,6 +59,7 @@ struct StoreStats {
   // Whether blocks leaving DRAM's probation queue unused are written to flash (once it is
   // full; learnt beside the reuse bonus under the budget admission).
   bool unused_to_flash = true;
+  double probation_share = 0;  // of DRAM, for new blocks (learnt with flash)
   uint64_t index_entries = 0;
   uint64_t index_bytes = 0;  // DRAM held by the index tables
   LatencySummary put_latency, get_dram_latency, get_flash_latency;

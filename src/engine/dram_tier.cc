@@ -236,9 +236,15 @@ DramTier::HeapItem DramTier::HeapPopLocked() {
 
 void DramTier::SetBonus(double dram_fulls) {
   MutexLock lock(policy_mu_);
-  bonus_pages_.store(static_cast<uint64_t>(dram_fulls * pages_.total_pages()),
-                     std::memory_order_relaxed);
+  auto pages = static_cast<uint64_t>(dram_fulls * pages_.total_pages());
+  if (pages == bonus_pages_.load(std::memory_order_relaxed)) return;
+  bonus_pages_.store(pages, std::memory_order_relaxed);
   RekeyHeapLocked();
+}
+
+void DramTier::SetProbation(double fraction) {
+  MutexLock lock(policy_mu_);
+  probation_pages_ = static_cast<uint64_t>(fraction * pages_.total_pages());
 }
 
 void DramTier::MaybeCompactHeapLocked() {

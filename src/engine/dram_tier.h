@@ -118,6 +118,8 @@ class DramTier {
   // A new reuse bonus, in DRAM-fulls per past use (the policy tuner's choice): every main
   // queue record is re-keyed at once, O(records).
   void SetBonus(double dram_fulls);
+  // A new share of DRAM for the probation queue (the policy tuner's choice, with flash).
+  void SetProbation(double fraction);
   uint64_t bonus_pages() const { return bonus_pages_.load(std::memory_order_relaxed); }
   // Leave whichever queue the record is in (no-op if none).
   void Unlink(uint32_t id);
@@ -210,7 +212,7 @@ class DramTier {
   std::atomic<uint64_t> live_{0};
 
   const bool probation_;
-  const uint64_t probation_pages_;
+  uint64_t probation_pages_ GUARDED_BY(policy_mu_);
   // Clock ticks one past use is worth. Written under policy_mu_ (which then re-keys the
   // heap: keys may shrink); read by KeyOf, always under policy_mu_.
   std::atomic<uint64_t> bonus_pages_;

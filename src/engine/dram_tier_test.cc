@@ -240,6 +240,29 @@ TEST(DramTierPolicy, AVictimPutBackKeepsItsPlace) {
   }
 }
 
+// The policy tuner moves the probation queue's share while the store runs: above its
+// share probation gives the victims, below it main does.
+TEST(DramTierPolicy, TheProbationShareCanChange) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);  // 1024 pages
+  o.admission = Admission::kProbation;
+  o.probation_fraction = 0.02;  // 20 pages
+  auto tier = std::move(DramTier::Create(o)).value();
+  for (int i = 0; i < 40; ++i) {
+    uint32_t id = tier->Allocate(4096);
+    ASSERT_NE(id, kNoRecord);
+    tier->Link(id, /*main=*/i < 8);
+  }
+  DramTier::Victim v;
+  ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+  EXPECT_TRUE(v.from_probation) << "32 pages in probation, over its 20";
+  tier->SetProbation(0.5);
+  ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+  EXPECT_FALSE(v.from_probation) << "31 pages, under its 512";
+  tier->SetProbation(0.01);
+  ASSERT_EQ(tier->PickVictims(1, &v), 1u);
+  EXPECT_TRUE(v.from_probation);
+}
+
 TEST(DramTierPolicy, GhostsRememberPastUses) {
   StoreOptions o = testing::SmallOptions(4 * kMiB);
   auto tier = std::move(DramTier::Create(o)).value();

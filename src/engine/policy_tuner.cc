@@ -9,6 +9,10 @@ namespace {
 constexpr double kCandidates[] = {0, 0.0625, 0.125, 0.25, 0.5, 1, 2, 4};
 constexpr uint64_t kSimPages = 64 * 1024;       // a simulation's target size, in pages
 constexpr uint64_t kTierSimPages = 256 * 1024;  // a two-tier simulation's, DRAM + flash
+// Probation shares of DRAM the two-tier simulations try, each with and without writing
+// one-hit blocks to flash.
+constexpr double kProbationCandidates[] = {0.02, 0.1, 0.25, 0.5};
+constexpr double kHeldWeight = 1.0 / 16;  // of each new sample of DRAM's held share
 constexpr uint8_t kMaxUses = 3;
 constexpr uint64_t kMinEpoch = 4096, kEpochPerBlock = 2;
 constexpr double kDecay = 0.75;
@@ -42,17 +46,39 @@ PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double init
     }
   }
   bonus_.store(kCandidates[chosen_], std::memory_order_relaxed);
+  probation_.store(probation, std::memory_order_relaxed);
   if (flash_pages == 0) return;
   uint64_t tier_rate = std::max(rate, (dram_pages + flash_pages) / kTierSimPages);
   tier_rate = std::min<uint64_t>(tier_rate, 65536);
   tier_threshold_ = std::min(threshold_, std::max<uint64_t>(1, 65536 / tier_rate));
   tier_dram_ = std::max<uint64_t>(1, dram_pages * tier_threshold_ / 65536);
-  tier_probation_ = static_cast<uint64_t>(probation * static_cast<double>(tier_dram_));
+  tier_held_ = tier_dram_;
   tier_flash_ = std::max<uint64_t>(1, flash_pages * tier_threshold_ / 65536);
   tier_ghost_ = std::max<uint64_t>(16, ghost_blocks * tier_threshold_ / 65536);
-  tiers_.resize(2);
-  tiers_[1].admit = false;
-  for (TierSim& t : tiers_) Rekey(t.dram, kCandidates[chosen_]);
+  // The store starts writing one-hit blocks, with the candidate share nearest its own.
+  double nearest = 1e18;
+  for (bool admit : {true, false}) {
+    for (double share : kProbationCandidates) {
+      TierSim& t = tiers_.emplace_back();
+      t.admit = admit;
+      t.probation_share = share;
+      t.probation_cap = static_cast<uint64_t>(share * static_cast<double>(tier_dram_));
+      Rekey(t.dram, kCandidates[chosen_]);
+      if (admit && std::fabs(share - probation) < nearest) {
+        nearest = std::fabs(share - probation);
+        tier_chosen_ = tiers_.size() - 1;
+      }
+    }
+  }
+}
+
+void PolicyTuner::SetDramHeld(double share) {
+  MutexLock lock(mu_);
+  if (tiers_.empty()) return;
+  share = std::clamp(share, 0.0, 1.0);
+  held_share_ = held_share_ < 0 ? share : held_share_ * (1 - kHeldWeight) + share * kHeldWeight;
+  tier_held_ =
+      std::max<uint64_t>(1, static_cast<uint64_t>(held_share_ * static_cast<double>(tier_dram_)));
 }
 
 void PolicyTuner::Rekey(Sim& s, double bonus) {
@@ -124,7 +150,7 @@ bool PolicyTuner::PopMain(Sim& s, uint64_t* block, Entry* out) {
 
 void PolicyTuner::Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq, bool main) {
   Sim& s = t.dram;
-  while (s.used + pages > tier_dram_ && EvictTier(t)) {
+  while (s.used + pages > tier_held_ && EvictTier(t)) {
   }
   Entry e;
   e.pages = pages;
@@ -161,7 +187,7 @@ bool PolicyTuner::AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool ad
     return true;
   }
   pages = std::max<uint32_t>(1, pages);
-  if (!add || pages > tier_dram_) return false;
+  if (!add || pages > tier_held_) return false;
   auto g = s.ghost.find(block);
   bool ghost = g != s.ghost.end();
   Hold(t, block, pages, ghost ? static_cast<uint8_t>(std::min<int>(kMaxUses, g->second + 1)) : 0,
@@ -172,7 +198,7 @@ bool PolicyTuner::AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool ad
 bool PolicyTuner::EvictTier(TierSim& t) {
   Sim& s = t.dram;
   while (!t.probation.empty() &&
-         (t.probation_used > tier_probation_ || s.used == t.probation_used)) {
+         (t.probation_used > t.probation_cap || s.used == t.probation_used)) {
     auto [block, seq] = t.probation.front();
     t.probation.pop_front();
     auto f = s.map.find(block);
@@ -251,7 +277,7 @@ namespace {
 constexpr size_t kMaxQueuedKeys = 1 << 16;  // 1 MiB of keys between two drains
 }  // namespace
 
-void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
+void PolicyTuner::OfferChain(std::span<const BlockKey> chain, double dram_held) {
   if (!queue_mu_.try_lock()) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -261,8 +287,9 @@ void PolicyTuner::OfferChain(std::span<const BlockKey> chain) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  uint32_t held = dram_held < 0 ? 0 : 1 + static_cast<uint32_t>(std::min(dram_held, 1.0) * 65536.0);
   queue_.push_back(
-      {static_cast<uint32_t>(queue_keys_.size()), static_cast<uint32_t>(chain.size()), 0, 0});
+      {static_cast<uint32_t>(queue_keys_.size()), static_cast<uint32_t>(chain.size()), held, 0});
   queue_keys_.insert(queue_keys_.end(), chain.begin(), chain.end());
   queued_keys_.store(static_cast<uint32_t>(queue_keys_.size()), std::memory_order_relaxed);
 }
@@ -303,6 +330,7 @@ bool PolicyTuner::Drain() {
     std::span<const BlockKey> k(keys.data() + q.first, q.count);
     switch (q.kind) {
       case 0:
+        if (q.pages > 0) SetDramHeld(static_cast<double>(q.pages - 1) / 65536.0);
         changed |= Chain(k);
         break;
       case 1:
@@ -370,9 +398,9 @@ bool PolicyTuner::CountAndMaybeEndEpoch(uint64_t accesses) {
   epoch_accesses_ += accesses;
   uint64_t epoch_len = std::max<uint64_t>(kMinEpoch, kEpochPerBlock * sims_[0].map.size());
   if (epoch_accesses_ < epoch_len) return false;
-  size_t before = chosen_;
+  size_t before = chosen_, tier_before = tier_chosen_;
   EndEpoch();
-  return chosen_ != before;
+  return chosen_ != before || tier_chosen_ != tier_before;
 }
 
 void PolicyTuner::EndEpoch() {
@@ -397,12 +425,18 @@ void PolicyTuner::EndEpoch() {
       t.dram.hits = 0;
       if (t.dram.bonus != sims_[chosen_].bonus) Rekey(t.dram, sims_[chosen_].bonus);
     }
-    size_t other = 1 - tier_chosen_;
-    // Judged once the flash admitting them is full: before, they cost no block its room
-    // (the other one may never fill).
-    if (tiers_[0].flash_full &&
-        tiers_[other].dram.score > tiers_[tier_chosen_].dram.score * (1 + kMargin)) {
-      tier_chosen_ = other;
+    size_t tier_best = tier_chosen_;
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      if (tiers_[i].dram.score > tiers_[tier_best].dram.score) tier_best = i;
+    }
+    // Judged once the flashes taking one-hit blocks are full: before, they cost no block
+    // its room (the others may never fill).
+    bool flash_full = std::all_of(tiers_.begin(), tiers_.end(),
+                                  [](const TierSim& t) { return !t.admit || t.flash_full; });
+    if (flash_full &&
+        tiers_[tier_best].dram.score > tiers_[tier_chosen_].dram.score * (1 + kMargin)) {
+      tier_chosen_ = tier_best;
+      probation_.store(tiers_[tier_chosen_].probation_share, std::memory_order_relaxed);
     }
     admit_one_hit_.store(tiers_[tier_chosen_].admit, std::memory_order_relaxed);
   }

@@ -31,19 +31,22 @@
 // sees single keys (gets, puts), each access scores a hit if the simulation holds the
 // key, and a put adds it; that mode is used until the first sampled chain arrives.
 //
-// Flash admission of one-hit blocks (a store with flash and the budget admission). A block
-// that leaves DRAM's probation queue unused is written to flash or dropped. Written, it
-// may be used again before its region is taken (a chat turn after a long think time); but
-// in a first-in first-out log it costs the room of a block that was used, for as long
-// (shared prompts and Zipf-popular prefixes lose 5-10% of their hits to it at 2% of their
-// working set, multi-turn chats gain 5%). Two more simulations, each a scaled copy of
-// the two tiers (a probation FIFO and the main queue above with the bonus now chosen,
-// over a first-in first-out flash of the flash's capacity / R'), one admitting one-hit
-// blocks, one dropping them, run on the same sampled chains; the store follows the
-// better one (the same scores, decay and 1% margin), starting with admission. R' >= R
-// keeps them at about 256Ki pages of DRAM + flash; their keys are a subset of the
-// sampled ones. A store applies the choice only while its flash is full: with room to
-// spare, everything it is given is kept.
+// The probation queue and flash admission of one-hit blocks (a store with flash and the
+// budget admission). A block that leaves DRAM's probation queue unused is written to
+// flash or dropped. Written, it may be used again before its region is taken (a chat turn
+// after a long think time); but in a first-in first-out log it costs the room of a block
+// that was used, for as long (shared prompts and Zipf-popular prefixes lose 5-10% of
+// their hits to it at 2% of their working set, multi-turn chats gain 5%). How long new
+// blocks wait in probation trades the same way (a share of 2% of DRAM is best for some
+// workloads, 50% for others). So eight more simulations run, each a scaled copy of the
+// two tiers (a probation FIFO and the main queue above with the bonus now chosen, over a
+// first-in first-out flash of the flash's capacity / R'), for each probation share of
+// 2, 10, 25 and 50% of DRAM one writing one-hit blocks and one dropping them, on the
+// same sampled chains; the store follows the best (the same scores, decay and 1% margin),
+// starting from writing them with the share nearest its own. R' >= R keeps them at about
+// 256Ki pages of DRAM + flash; their keys are a subset of the sampled ones. A store drops
+// one-hit blocks only while its flash is full: with room to spare, everything it is given
+// is kept.
 //
 // Cost: the simulations never run on the request path. A sampled chain or access is
 // copied into a queue (Offer*: a try-lock and a copy, dropped when the queue is full or
@@ -81,11 +84,14 @@ class PolicyTuner {
   bool Sampled(const BlockKey& key) const { return SampleHash(key) < threshold_; }
   // The request path's side: queue a sampled chain (REQUIRES: nonempty, Sampled(chain[0])),
   // access or erase (REQUIRES: Sampled(key)) for Drain. Never blocks.
-  void OfferChain(std::span<const BlockKey> chain);
+  // `dram_held`: the share of its DRAM the store holds now (the rest is kept free for
+  // promotions and freed in batches; the two-tier simulations hold as much, on a moving
+  // mean), or negative for no sample.
+  void OfferChain(std::span<const BlockKey> chain, double dram_held = -1);
   void OfferAccess(const BlockKey& key, uint32_t pages, bool put);
   void OfferErase(const BlockKey& key);
-  // Runs what was queued through the simulations, in order. True when the chosen bonus
-  // changed.
+  // Runs what was queued through the simulations, in order. True when a choice (bonus,
+  // probation share, one-hit admission) changed.
   bool Drain();
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   // The queue is a quarter full: time to drain it.
@@ -106,6 +112,10 @@ class PolicyTuner {
   uint64_t epochs() const { return epochs_.load(std::memory_order_relaxed); }
   // Whether blocks leaving probation unused are worth a flash write (true without flash).
   bool admit_one_hit() const { return admit_one_hit_.load(std::memory_order_relaxed); }
+  // A sample of the share of its DRAM the store holds (as OfferChain's).
+  void SetDramHeld(double share);
+  // The probation queue's share of DRAM (with flash: learnt; without: as constructed).
+  double probation() const { return probation_.load(std::memory_order_relaxed); }
   // 1 in how many keys is simulated.
   uint64_t sample_rate() const { return 65536 / threshold_; }
 
@@ -137,7 +147,9 @@ class PolicyTuner {
   // The two tiers, scaled (see above): `dram` is the main queue, whose heap holds only
   // records out of probation.
   struct TierSim {
-    bool admit = true;  // one-hit blocks go to flash
+    bool admit = true;           // one-hit blocks go to flash
+    double probation_share = 0;  // of DRAM
+    uint64_t probation_cap = 0;  // pages
     Sim dram;
     std::deque<std::pair<uint64_t, uint32_t>> probation;  // block, seq; oldest first
     uint64_t probation_used = 0;
@@ -184,15 +196,18 @@ class PolicyTuner {
   uint32_t block_pages_ GUARDED_BY(mu_) = 1;  // size of the last block put
   std::atomic<double> bonus_{0};              // sims_[chosen_].bonus
   uint64_t tier_threshold_ = 0;               // of 65536; 0: no two-tier simulations
-  uint64_t tier_dram_ = 0, tier_probation_ = 0, tier_flash_ = 0;  // their capacities, pages
+  uint64_t tier_dram_ = 0, tier_flash_ = 0;   // their capacities, pages
+  uint64_t tier_held_ GUARDED_BY(mu_) = 0;    // the DRAM pages they hold (tier_dram_ x held)
+  double held_share_ GUARDED_BY(mu_) = -1;    // moving mean of SetDramHeld; -1: none yet
   uint64_t tier_ghost_ = 0;
-  std::vector<TierSim> tiers_ GUARDED_BY(mu_);  // [0] admits one-hit blocks, [1] drops them
+  std::vector<TierSim> tiers_ GUARDED_BY(mu_);  // writing one-hit blocks or not x shares
   size_t tier_chosen_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> admit_one_hit_{true};
+  std::atomic<double> probation_{0};
   struct Queued {
     uint32_t first, count;  // in queue_keys_
-    uint32_t pages;
-    uint8_t kind;  // 0 chain, 1 get, 2 put, 3 erase
+    uint32_t pages;         // a chain's: the DRAM held share x 2^16 + 1, 0 for none
+    uint8_t kind;           // 0 chain, 1 get, 2 put, 3 erase
   };
   Mutex queue_mu_;
   std::vector<BlockKey> queue_keys_ GUARDED_BY(queue_mu_);

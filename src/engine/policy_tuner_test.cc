@@ -108,12 +108,13 @@ TEST(PolicyTuner, PerKeyAccessesWithoutChains) {
   EXPECT_GE(t.bonus(), 0.5);
 }
 
-// Flash admission of one-hit blocks, learnt by the two-tier simulations (a DRAM and a
-// flash of kPages each). Every block is put once and read once more half a DRAM-full of
-// puts later: by then it has left DRAM's probation unused, and only a flash that took it
-// still holds it.
+// Flash admission of one-hit blocks, learnt by the two-tier simulations (a DRAM of kPages
+// and a flash of twice that). Every block is put once and read once more 3/4 of a
+// DRAM-full of puts later: by then it has left DRAM's probation (at most half of DRAM)
+// unused, and only a flash that took it still holds it.
+constexpr uint64_t kFlash = 2 * kPages;
 void ReadOnceLater(PolicyTuner& t, uint64_t steps, uint64_t* next_key) {
-  const uint64_t later = kPages / 2;
+  const uint64_t later = kPages * 3 / 4;
   for (uint64_t i = 0; i < steps; ++i) {
     uint64_t n = (*next_key)++;
     BlockKey k = Key(2'000'000 + n);
@@ -125,10 +126,10 @@ void ReadOnceLater(PolicyTuner& t, uint64_t steps, uint64_t* next_key) {
   }
 }
 
-// Unlike HotSetBetweenScans (a hot set that fits DRAM), a hot set of 1.5 DRAM-fulls
-// needs the flash, which the scans of one-off blocks (2 DRAM-fulls) flush when admitted.
+// Unlike HotSetBetweenScans (a hot set that fits DRAM), a hot set of 2 DRAM-fulls needs
+// the flash, which the scans of one-off blocks (3 DRAM-fulls) flush when admitted.
 void HotSetOnFlashBetweenScans(PolicyTuner& t, uint64_t rounds, uint64_t* next_key) {
-  const uint64_t hot = kPages * 3 / 2, scan = 2 * kPages;
+  const uint64_t hot = 2 * kPages, scan = 3 * kPages;
   for (uint64_t r = 0; r < rounds; ++r) {
     for (uint64_t h = 0; h < hot + scan; ++h) {
       BlockKey k = h < hot ? Key(h) : Key(1'000'000 + (*next_key)++);
@@ -138,7 +139,7 @@ void HotSetOnFlashBetweenScans(PolicyTuner& t, uint64_t rounds, uint64_t* next_k
 }
 
 TEST(PolicyTuner, DropsOneHitBlocksWhenTheyPushAHotSetOffFlash) {
-  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kPages, /*probation=*/0.1);
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kFlash, /*probation=*/0.1);
   EXPECT_TRUE(t.admit_one_hit()) << "it starts by admitting";
   uint64_t next = 0;
   HotSetOnFlashBetweenScans(t, 12, &next);
@@ -146,12 +147,30 @@ TEST(PolicyTuner, DropsOneHitBlocksWhenTheyPushAHotSetOffFlash) {
 }
 
 TEST(PolicyTuner, AdmitsOneHitBlocksAgainWhenTheyAreReadOnFlash) {
-  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kPages, /*probation=*/0.1);
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kFlash, /*probation=*/0.1);
   uint64_t next = 0;
   HotSetOnFlashBetweenScans(t, 12, &next);
   ASSERT_FALSE(t.admit_one_hit());
   ReadOnceLater(t, 60000, &next);
   EXPECT_TRUE(t.admit_one_hit()) << "every block is read once more, from flash";
+}
+
+// The probation share. Every new block is read once more 0.3 DRAM-fulls of new blocks
+// later, and the flash (an eighth of DRAM) is too small to hold it that long: only a
+// probation of a quarter or half of DRAM still has it.
+TEST(PolicyTuner, LearnsALongerProbationWhenNewBlocksAreReadSoonAfter) {
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kPages / 8, /*probation=*/0.02);
+  EXPECT_EQ(t.probation(), 0.02);
+  const uint64_t later = kPages * 3 / 10;
+  for (uint64_t n = 0; n < 60000; ++n) {
+    BlockKey k = Key(1'000'000 + n);
+    t.Chain(std::span<const BlockKey>(&k, 1));
+    if (n >= later) {
+      BlockKey old = Key(1'000'000 + n - later);
+      t.Chain(std::span<const BlockKey>(&old, 1));
+    }
+  }
+  EXPECT_GE(t.probation(), 0.25);
 }
 
 TEST(PolicyTuner, WithoutFlashEverythingIsAdmitted) {

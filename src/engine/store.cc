@@ -106,8 +106,8 @@ std::string StoreStats::ToString() const {
     << prefetch_requests << ", quota evictions " << quota_evictions << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
-    << "; blocks leaving probation unused " << (unused_to_flash ? "go to flash" : "are dropped")
-    << "\n";
+    << "; probation " << probation_share << " of DRAM, blocks leaving it unused "
+    << (unused_to_flash ? "go to flash" : "are dropped") << "\n";
   o << "flash blocks moved by compaction " << flash_compacted << ", live blocks evicted "
     << flash_live_evicted << "\n";
   o << "flash blocks restored at open " << flash_restored << ", regions dropped (torn) "

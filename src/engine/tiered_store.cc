@@ -1242,7 +1242,14 @@ Result<size_t> TieredStore::MatchPrefix(std::span<const BlockKey> chain, Deadlin
   if (deadline.passed()) return Status::Timeout("deadline passed before the call");
   size_t matched = MatchPrefixInIndex(chain);
   if (tuner_ && !chain.empty() && tuner_->Sampled(chain[0])) {
-    tuner_->OfferChain(chain);
+    // Once DRAM has been full, how much of it is held now (the two-tier simulations
+    // follow): the rest is kept free for promotions and freed in batches.
+    double held = -1;
+    if (flash_ && c_.dram_evictions.load(std::memory_order_relaxed) > 0) {
+      held = 1.0 - static_cast<double>(dram_->free_bytes()) /
+                       static_cast<double>(dram_->capacity_bytes());
+    }
+    tuner_->OfferChain(chain, held);
     DrainTunerInline();
   }
   return matched;
@@ -1410,6 +1417,7 @@ StoreStats TieredStore::GetStats() const {
   if (tuner_) s.policy_epochs = tuner_->epochs();
   s.unused_to_flash =
       flash_ && options_.admission != Admission::kProbation && (!tuner_ || tuner_->admit_one_hit());
+  s.probation_share = tuner_ ? tuner_->probation() : options_.probation_fraction;
   s.stale_races = ld(c_.stale_races);
   s.flash_compacted = ld(c_.compacted);
   if (flash_) s.flash_live_evicted = flash_->live_blocks_evicted();

@@ -178,7 +178,10 @@ class TieredStore final : public Store {
     }
   }
   void DrainTuner() {
-    if (tuner_ && tuner_->Drain()) dram_->SetBonus(tuner_->bonus());
+    if (tuner_ && tuner_->Drain()) {
+      dram_->SetBonus(tuner_->bonus());
+      dram_->SetProbation(tuner_->probation());
+    }
   }
   // Blocks that went with flash regions appends just took: removed now (told to the
   // listener with their tenant), instead of found stale later; a DRAM copy stays.

@@ -211,6 +211,17 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
                   r.flash_fill);
     s << line;
   }
+  std::snprintf(line, sizeof line, "%-34s %14.3f\n", "reuse bonus at the end (DRAM-fulls)",
+                r.stats.reuse_bonus_dram_fulls);
+  s << line;
+  if (!o.flash_path.empty()) {
+    std::snprintf(line, sizeof line, "%-34s %14.2f\n", "probation share at the end",
+                  r.stats.probation_share);
+    s << line;
+    std::snprintf(line, sizeof line, "%-34s %14s\n", "unused blocks to flash at the end",
+                  r.stats.unused_to_flash ? "yes" : "no");
+    s << line;
+  }
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes put (MiB)", r.bytes_put / 1048576.0);
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes read by gets (MiB)",
@@ -274,6 +285,9 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"budget_drops\":" << r.stats.budget_drops
     << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"dram_fill\":" << r.dram_fill
     << ",\"flash_fill\":" << r.flash_fill << ",\"wrong_data\":" << r.wrong_data
+    << ",\"reuse_bonus\":" << r.stats.reuse_bonus_dram_fulls
+    << ",\"probation_share\":" << r.stats.probation_share
+    << ",\"unused_to_flash\":" << (r.stats.unused_to_flash ? "true" : "false")
     << ",\"seconds\":" << r.seconds << ",\"put_latency\":" << lat(r.stats.put_latency)
     << ",\"get_dram_latency\":" << lat(r.stats.get_dram_latency)
     << ",\"get_flash_latency\":" << lat(r.stats.get_flash_latency) << "}\n";
