@@ -54,8 +54,11 @@ kvpool replay [options]
                         all (always) or probation (unread blocks never written)
   --flash-dwpd F        write budget of the budget admission, drive writes per day of
                         the trace's own time (default 3; 0: unlimited)
-  --probation F         share of DRAM for the probation queue (default 0.02: new
-                        blocks pass through DRAM to flash, which acts as probation)
+  --probation F         share of DRAM for the probation queue to start with (default
+                        0.02: new blocks pass through DRAM to flash, which acts as
+                        probation); with flash and --reuse-bonus auto the store learns
+                        it (2, 10, 25 or 50%) and whether blocks leaving it unused are
+                        written to a full flash
   --reuse-bonus F       DRAM eviction: how many store-fulls (DRAM + flash) of newer
                         blocks each past use of a block outlives; auto (default):
                         learnt while replaying from simulated candidates; 0 = LRU

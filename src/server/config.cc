@@ -460,7 +460,8 @@ const std::map<std::string, std::pair<Setter, std::string>>& Fields() {
           return Status::Ok();
         },
         "flash admission: \"budget\" (default: every block DRAM pushes out goes to flash "
-        "within the write budget; unread blocks are refused first when it runs low), "
+        "within the write budget; unread blocks are refused first when it runs low, and "
+        "once flash is full they are written only while that is learnt to pay), "
         "\"probation\" (S3-FIFO: blocks never read in DRAM are never written) or \"all\""}},
       {"store.flash_writes_per_day",
        {Number([](DaemonConfig* c, double d) { c->store.flash_writes_per_day = d; }, 0, 1000),
