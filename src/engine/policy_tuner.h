@@ -173,9 +173,9 @@ class PolicyTuner {
   void EndEpoch() REQUIRES(mu_);
   // The two-tier simulations' counterparts (REQUIRES mu_).
   bool TierSampled(const BlockKey& key) const { return SampleHash(key) < tier_threshold_; }
-  bool AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool add);
+  bool AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool add) REQUIRES(mu_);
   // Holds a block in DRAM (probation, or main), evicting first as needed.
-  void Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq, bool main);
+  void Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq, bool main) REQUIRES(mu_);
   // Takes the main queue's lowest (removed from the map, returned); false when empty.
   bool PopMain(Sim& s, uint64_t* block, Entry* out);
   bool EvictTier(TierSim& t);
