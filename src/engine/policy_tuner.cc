@@ -25,6 +25,15 @@ struct Later {
   }
 };
 uint64_t BlockId(const BlockKey& k) { return k.lo ^ (k.hi * 0xC2B2AE3D27D4EB4Full); }
+// A FIFO of (block, seq) whose entries go stale when their block leaves another way (a
+// promotion, an erase): past twice the live entries (plus slack) the stale ones are
+// dropped, so a FIFO that is seldom popped (a flash whose blocks are all promoted back)
+// does not grow without bound.
+template <class IsLive>
+void DropStale(std::deque<std::pair<uint64_t, uint32_t>>& fifo, size_t live, IsLive is_live) {
+  if (fifo.size() <= 2 * live + 1024) return;
+  std::erase_if(fifo, [&](const std::pair<uint64_t, uint32_t>& e) { return !is_live(e); });
+}
 }  // namespace
 
 PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double initial,
@@ -70,6 +79,13 @@ PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double init
       }
     }
   }
+}
+
+size_t PolicyTuner::TierFifoEntries() {
+  MutexLock lock(mu_);
+  size_t n = 0;
+  for (const TierSim& t : tiers_) n += t.probation.size() + t.flash_order.size();
+  return n;
 }
 
 void PolicyTuner::SetDramHeld(double share) {
@@ -166,6 +182,10 @@ void PolicyTuner::Hold(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq,
   } else {
     t.probation.emplace_back(block, e.seq);
     t.probation_used += pages;
+    DropStale(t.probation, s.map.size(), [&s](const std::pair<uint64_t, uint32_t>& q) {
+      auto f = s.map.find(q.first);
+      return f != s.map.end() && f->second.seq == q.second && f->second.probation;
+    });
   }
 }
 
@@ -246,6 +266,10 @@ void PolicyTuner::ToFlash(TierSim& t, uint64_t block, uint32_t pages, uint8_t fr
   t.flash[block] = {pages, seq, freq};
   t.flash_order.emplace_back(block, seq);
   t.flash_used += pages;
+  DropStale(t.flash_order, t.flash.size(), [&t](const std::pair<uint64_t, uint32_t>& q) {
+    auto c = t.flash.find(q.first);
+    return c != t.flash.end() && c->second.seq == q.second;
+  });
 }
 
 bool PolicyTuner::AccessSim(Sim& s, uint64_t block, uint32_t pages, bool add) {

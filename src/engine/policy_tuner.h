@@ -64,6 +64,7 @@
 #include <mutex>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -116,6 +117,9 @@ class PolicyTuner {
   void SetDramHeld(double share);
   // The probation queue's share of DRAM (with flash: learnt; without: as constructed).
   double probation() const { return probation_.load(std::memory_order_relaxed); }
+  // Entries in the two-tier simulations' FIFOs (probation and flash), live or stale: for
+  // tests of their bound.
+  size_t TierFifoEntries();
   // 1 in how many keys is simulated.
   uint64_t sample_rate() const { return 65536 / threshold_; }
 

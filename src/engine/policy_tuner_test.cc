@@ -173,6 +173,20 @@ TEST(PolicyTuner, LearnsALongerProbationWhenNewBlocksAreReadSoonAfter) {
   EXPECT_GE(t.probation(), 0.25);
 }
 
+// A working set of 1.5 DRAM-fulls read in a loop: every flash hit is promoted and every
+// promotion demotes a block, while the flash never overflows (nothing is popped from its
+// FIFO). Stale FIFO entries are dropped as they pile up.
+TEST(PolicyTuner, TheTwoTierFifosStayBounded) {
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kFlash, /*probation=*/0.1);
+  const uint64_t set = kPages * 3 / 2;
+  for (uint64_t i = 0; i < 200'000; ++i) {
+    BlockKey k = Key(i % set);
+    t.Chain(std::span<const BlockKey>(&k, 1));
+  }
+  // Eight simulations, each holding at most 1.5 DRAM-fulls in DRAM and flash together.
+  EXPECT_LT(t.TierFifoEntries(), 8 * (3 * set + 2048));
+}
+
 TEST(PolicyTuner, WithoutFlashEverythingIsAdmitted) {
   PolicyTuner t(kPages, 4 * kPages, 0.0);
   uint64_t next = 0;
