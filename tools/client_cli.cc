@@ -77,6 +77,9 @@ int ClientCommand(const std::string& cmd, int argc, char** argv) {
       }
     } else if (a == "--overwrite") {
       overwrite = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kClientUsage, stdout);
+      return 0;
     } else if (a.starts_with("--")) {
       return Usage("unknown option " + a);
     } else {
