@@ -199,10 +199,8 @@ bool PolicyTuner::AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool ad
     return true;
   }
   auto c = t.flash.find(block);
-  if (c != t.flash.end()) {  // a flash hit: promoted to the main queue (the copy let go)
+  if (c != t.flash.end()) {  // a flash hit: promoted to the main queue, the copy kept
     TierSim::Copy copy = c->second;
-    t.flash_used -= copy.pages;
-    t.flash.erase(c);  // its place in flash_order goes stale
     Hold(t, block, copy.pages, static_cast<uint8_t>(std::min<int>(kMaxUses, copy.freq + 1)), true);
     return true;
   }
@@ -243,7 +241,12 @@ bool PolicyTuner::EvictTier(TierSim& t) {
   uint64_t block;
   Entry e;
   if (!PopMain(s, &block, &e)) return false;
-  ToFlash(t, block, e.pages, e.freq);
+  auto c = t.flash.find(block);
+  if (c != t.flash.end()) {
+    c->second.freq = e.freq;  // its flash copy is still there: nothing to write
+  } else {
+    ToFlash(t, block, e.pages, e.freq);
+  }
   return true;
 }
 

@@ -40,7 +40,8 @@
 // blocks wait in probation trades the same way (a share of 2% of DRAM is best for some
 // workloads, 50% for others). So eight more simulations run, each a scaled copy of the
 // two tiers (a probation FIFO and the main queue above with the bonus now chosen, over a
-// first-in first-out flash of the flash's capacity / R'), for each probation share of
+// first-in first-out flash of the flash's capacity / R'; a flash hit is promoted and
+// keeps its flash copy, as in the store), for each probation share of
 // 2, 10, 25 and 50% of DRAM one writing one-hit blocks and one dropping them, on the
 // same sampled chains; the store follows the best (the same scores, decay and 1% margin),
 // starting from writing them with the share nearest its own. R' >= R keeps them at about
