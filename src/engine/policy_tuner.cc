@@ -7,8 +7,8 @@ namespace kvpool::engine {
 namespace {
 // Candidates, in DRAM-fulls of newer blocks one past use outlives: 0 (LRU) and 1/16 .. 4.
 constexpr double kCandidates[] = {0, 0.0625, 0.125, 0.25, 0.5, 1, 2, 4};
-constexpr uint64_t kSimPages = 64 * 1024;       // a simulation's target size, in pages
-constexpr uint64_t kTierSimPages = 256 * 1024;  // a two-tier simulation's, DRAM + flash
+constexpr uint64_t kSimPages = 64 * 1024;      // a simulation's target size, in pages
+constexpr uint64_t kTierSimPages = 64 * 1024;  // a two-tier simulation's, DRAM + flash
 // Probation shares of DRAM the two-tier simulations try, each with and without writing
 // one-hit blocks to flash.
 constexpr double kProbationCandidates[] = {0.02, 0.1, 0.25, 0.5};
