@@ -14,7 +14,9 @@ for cmd in replay gen-trace put get del exists stat ping bench cluster top; do
   done
 done
 for flag in --help -h; do
-  "$bin/kvpoold" $flag | grep -q -- "--dram" || { echo "kvpoold $flag: no usage"; fail=1; }
+  # (captured first: grep -q stops reading early, and a pipe would fail with SIGPIPE)
+  out=$("$bin/kvpoold" $flag) || { echo "kvpoold $flag: exit status $?"; fail=1; }
+  grep -q -- "--dram" <<<"$out" || { echo "kvpoold $flag: no usage"; fail=1; }
 done
 set +e
 "$bin/kvpool" stat --no-such-option >/dev/null 2>&1

@@ -196,6 +196,8 @@ class TieredStore final : public Store {
   void CompactSome(uint32_t want = 3);
   // Moves one region's live blocks (REQUIRES compact_mu_); false if no region qualifies.
   bool CompactRegion();
+  // How many victims one eviction round takes (see the definition).
+  size_t EvictionBatch() const;
   void MaybeWakeMover();
   void MoverLoop();
 
