@@ -70,6 +70,8 @@ kvpool replay [options]
                         DIR/plot.py (python3-matplotlib; $KVPOOL_PYTHON picks python)
   --report-capacities L capacities for --report (default 0.02,0.05,0.1,0.2)
   --quiet               no progress bar
+  --stats               also print the store's own counters at the end (demotions,
+                        compaction, reinsertion, regions evicted, latencies)
 
 kvpool gen-trace [options]      (workloads unlike the conversation trace)
   --family F            chat (multi-turn sessions), shared (popular system prompts and
@@ -142,7 +144,7 @@ int Replay(int argc, char** argv) {
   std::string report;
   std::vector<double> report_capacities = {0.02, 0.05, 0.1, 0.2};
   uint64_t requests = 0;
-  bool quiet = false;
+  bool quiet = false, stats = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto need = [&](const char* name) -> const char* {
@@ -156,6 +158,8 @@ int Replay(int argc, char** argv) {
       return 0;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--stats") {
+      stats = true;
     } else if (!(v = need(a.c_str()))) {
       return Fail("option " + a + " needs a value, or is unknown");
     } else if (a == "--trace") {
@@ -235,6 +239,7 @@ int Replay(int argc, char** argv) {
   auto res = kvpool::workload::RunReplay(*loaded, o, progress);
   if (!res.ok()) return Fail(res.status().ToString());
   std::fputs(kvpool::workload::ReplayTable(*res, o).c_str(), stdout);
+  if (stats) std::printf("\nstore counters:\n%s", res->stats.ToString().c_str());
   if (!json.empty()) {
     std::ofstream out(json);
     out << kvpool::workload::ReplayJson(*res, o);

@@ -79,9 +79,6 @@ struct StoreOptions {
   // rarely wait for eviction and flash hits find room to come back. Without a flash tier
   // nothing is kept free (an eviction is then only a drop).
   double dram_free_target = 0.05;
-  // A block hit while in DRAM is written to flash again when leaving DRAM if its flash
-  // copy is older than this share of the log (it would soon be evicted). 1 disables.
-  double flash_rewrite_age = 0.5;
   // Reopen the flash file or device with its blocks (warm restart): the index is rebuilt
   // from the regions' summaries at open. False: start empty (the device is formatted anew).
   bool flash_restore = true;

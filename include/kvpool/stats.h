@@ -46,6 +46,7 @@ struct StoreStats {
   uint64_t io_errors = 0;              // failed or short flash reads/writes (answered as misses)
   uint64_t stale_races = 0;            // flash reads that lost a race with region eviction
   uint64_t flash_compacted = 0;        // live blocks moved off a region so it could be reused
+  uint64_t flash_reinserted = 0;       // used blocks moved off a region about to be taken
   uint64_t flash_live_evicted = 0;     // live blocks evicted with their region (log full)
   uint64_t flash_restored = 0;         // blocks found on the flash at open (warm restart)
   uint64_t flash_regions_dropped = 0;  // regions whose summary was torn at open (blocks lost)

@@ -66,6 +66,7 @@ FlashLog::FlashLog(io::Device* device, const FlashGeometry& geo)
       from_(regions_ ? regions_ : 1, kNone),
       slots_(regions_ ? regions_ : 1),
       inflight_(regions_ ? regions_ : 1, 0),
+      reinserted_(regions_ ? regions_ : 1, 0),
       ver_(regions_ ? regions_ : 1, 0),
       pending_flag_(regions_ ? regions_ : 1, 0),
       disk_ver_(new std::atomic<uint64_t>[regions_ ? regions_ : 1]),
@@ -272,6 +273,7 @@ void FlashLog::EnterRegionLocked(uint32_t region, uint32_t* evicted, std::vector
   }
   slots_[region].clear();
   inflight_[region] = 0;
+  reinserted_[region] = 0;
   ver_[region] = 0;
   // Blocks that started here and continued into later regions are gone with it.
   for (uint32_t r = region + 1; r <= spill_[region] && r < regions_; ++r) {
@@ -388,15 +390,26 @@ void FlashLog::Written(const Extent& ext) {
   MaybePendingLocked(r);
 }
 
-void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
-  MutexLock lock(mu_);
+FlashLog::Slot* FlashLog::FindLocked(uint32_t page, uint32_t gen) {
   uint32_t region = page / pages_per_region_;
-  if (region >= regions_ || !Valid(page, gen)) return;
+  if (region >= regions_ || !Valid(page, gen)) return nullptr;
   std::vector<Slot>& sl = slots_[region];
   uint32_t off = page - region * pages_per_region_;
   auto it = std::lower_bound(sl.begin(), sl.end(), off,
                              [](const Slot& s, uint32_t p) { return s.page < p; });
-  if (it == sl.end() || it->page != off || it->dead) return;  // released already
+  return it == sl.end() || it->page != off || it->dead ? nullptr : &*it;
+}
+
+void FlashLog::Touch(uint32_t page, uint32_t gen) {
+  MutexLock lock(mu_);
+  if (Slot* s = FindLocked(page, gen)) s->hit = true;
+}
+
+void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
+  MutexLock lock(mu_);
+  Slot* it = FindLocked(page, gen);
+  if (!it) return;  // stale, or released already
+  uint32_t region = page / pages_per_region_;
   it->dead = true;
   ChargeLocked(*it, false);
   uint64_t n = std::min<uint64_t>(pages, live_[region]);
@@ -485,14 +498,6 @@ void FlashLog::Close() {
   Persist();
 }
 
-double FlashLog::Age(uint32_t page) const {
-  MutexLock lock(mu_);
-  uint32_t region = page / pages_per_region_;
-  if (region >= regions_ || regions_ == 0) return 1;
-  uint64_t behind = enter_seq_ - entered_[region];
-  return std::min(1.0, static_cast<double>(behind) / static_cast<double>(regions_));
-}
-
 uint64_t FlashLog::used_bytes() const {
   MutexLock lock(mu_);
   return live_total_ * 4096;
@@ -535,7 +540,7 @@ bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Located>* keys)
   uint32_t best = kNone;
   for (uint32_t r = 0; r < regions_; ++r) {
     if (InHeadLocked(r) || inflight_[r] > 0 || live_[r] == 0 || from_[r] != kNone ||
-        spill_[r] != r) {
+        spill_[r] != r || reinserted_[r]) {
       continue;
     }
     if (best == kNone || live_[r] < live_[best]) best = r;
@@ -549,6 +554,34 @@ bool FlashLog::CompactionCandidate(uint32_t* region, std::vector<Located>* keys)
     if (!s.dead) keys->push_back(Locate(best, s));
   }
   return true;
+}
+
+bool FlashLog::ReinsertionCandidate(uint32_t ahead, uint32_t* region, std::vector<Located>* keys) {
+  MutexLock lock(mu_);
+  std::vector<uint32_t> order;
+  for (uint32_t r = 0; r < regions_; ++r) {
+    if (InHeadLocked(r) || inflight_[r] > 0 || live_[r] == 0) continue;
+    order.push_back(r);
+  }
+  size_t n = std::min<size_t>(ahead, order.size());
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [&](uint32_t a, uint32_t b) REQUIRES(mu_) {
+                      return live_[a] != live_[b] ? live_[a] < live_[b] : entered_[a] < entered_[b];
+                    });
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t r = order[i];
+    if (from_[r] != kNone || spill_[r] != r) return false;
+    keys->clear();
+    for (const Slot& s : slots_[r]) {
+      if (!s.dead && s.hit) keys->push_back(Locate(r, s));
+    }
+    if (!keys->empty()) {
+      *region = r;
+      reinserted_[r] = 1;
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t FlashLog::live_pages(uint32_t region) const {

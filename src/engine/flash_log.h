@@ -97,6 +97,9 @@ class FlashLog {
   // written again elsewhere): its pages stop counting as live, and its summary entry is
   // dead (on the device at the next Persist). No-op if already stale.
   void Release(uint32_t page, uint32_t gen, uint32_t pages);
+  // The block at (page, gen) was used since it was written: when its region is next to be
+  // taken it is worth moving to the head (ReinsertionCandidate). No-op if stale.
+  void Touch(uint32_t page, uint32_t gen);
   // Writes every summary that is behind (sealed regions, blocks released); returns when
   // they are on the device. An erase is acknowledged after this. No-op in memory.
   void Persist();
@@ -106,9 +109,6 @@ class FlashLog {
   const FlashGeometry& geometry() const { return geo_; }
   uint64_t summary_bytes() const { return summary_bytes_.load(std::memory_order_relaxed); }
 
-  // How long ago `page`'s region was filled, as a share of one pass over the log: near 1 =
-  // among the oldest (and, of regions equally live, evicted next).
-  double Age(uint32_t page) const;
   uint32_t region_count() const { return regions_; }
   uint64_t capacity_bytes() const { return uint64_t{regions_} * pages_per_region_ * 4096; }
   // Bytes of live blocks.
@@ -138,6 +138,14 @@ class FlashLog {
   // the log is full, and eviction must drop). `keys` gets the keys appended there since it was
   // entered (some since released or moved: the caller checks each against the index).
   bool CompactionCandidate(uint32_t* region, std::vector<Located>* keys) const;
+  // Reinsertion (a second chance, as CacheLib navy's hits-based reinsertion): of the
+  // `ahead` regions the head would take next (least live data, oldest of equals), the first
+  // that still holds blocks used since they were written, and those blocks (`keys`), to
+  // be moved to the head before the region is taken; the rest go with it. False if none
+  // of them holds any (or a region a block spans is among them).
+  // The region is then marked as next to go: compaction leaves it alone (it would move the
+  // unused blocks reinsertion left to go with it).
+  bool ReinsertionCandidate(uint32_t ahead, uint32_t* region, std::vector<Located>* keys);
   uint32_t region_of(uint32_t page) const { return page / pages_per_region_; }
 
  private:
@@ -147,6 +155,7 @@ class FlashLog {
     uint32_t size = 0, crc = 0;
     uint16_t tenant = 0;
     bool dead = false;
+    bool hit = false;  // read (or used in DRAM after a read) since it was written here
     uint32_t pages() const { return (size + 4095) / 4096; }
   };
   // The live slot `s` counts for its tenant (add) or no longer (tenant 0 is not counted).
@@ -165,6 +174,8 @@ class FlashLog {
   }
   // A sealed region whose summary is behind: queued for Persist.
   void MaybePendingLocked(uint32_t r) REQUIRES(mu_);
+  // The slot of the block at (page, gen) if it is valid and not released, else null.
+  Slot* FindLocked(uint32_t page, uint32_t gen) REQUIRES(mu_);
   void PersistRegion(uint32_t r);
   std::mutex& Stripe(uint32_t r) { return stripes_[r % kStripes]; }
   // The first of `k` consecutive regions to take next: least live data, oldest of equals,
@@ -187,6 +198,7 @@ class FlashLog {
                                                           // or kNone
   std::vector<std::vector<Slot>> slots_ GUARDED_BY(mu_);  // appended since entered
   std::vector<uint32_t> inflight_ GUARDED_BY(mu_);        // appends not yet Written
+  std::vector<char> reinserted_ GUARDED_BY(mu_);          // its used blocks moved: next to go
   std::vector<uint64_t> ver_ GUARDED_BY(mu_);             // summary version in memory
   std::vector<char> pending_flag_ GUARDED_BY(mu_);
   std::vector<uint32_t> pending_ GUARDED_BY(mu_);  // regions to Persist

@@ -83,6 +83,50 @@ TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
   EXPECT_EQ(log.used_bytes(), 49u * 4096);
 }
 
+// Reinsertion: of the regions the head takes next, the blocks used since they were written
+// are named to be moved first; the others go with their region, and a region whose used
+// blocks were moved is left to go (compaction would move the unused ones too).
+TEST(FlashLog, ReinsertionNamesTheUsedBlocksOfTheNextRegionOnly) {
+  FlashLog log(4 * 16 * 4096, 16 * 4096);
+  std::vector<FlashLog::Extent> blocks;
+  uint32_t ev;
+  for (uint64_t i = 0; i < 64; ++i) {  // four full regions, filled in order
+    FlashLog::Extent e;
+    ASSERT_TRUE(log.Append(1, BlockKey{1, i}, 4096, 0, 0, &e, &ev));
+    log.Written(e);
+    blocks.push_back(e);
+  }
+  uint32_t first = blocks[0].page / 16, second = blocks[16].page / 16;
+  log.Touch(blocks[3].page, blocks[3].gen);
+  log.Touch(blocks[7].page, blocks[7].gen);
+  log.Touch(blocks[20].page, blocks[20].gen);
+  uint32_t region = 99;
+  std::vector<FlashLog::Located> keys;
+  ASSERT_TRUE(log.ReinsertionCandidate(1, &region, &keys));
+  EXPECT_EQ(region, first);
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].key, (BlockKey{1, 3}));
+  EXPECT_EQ(keys[1].key, (BlockKey{1, 7}));
+  // Moved (the caller appends them elsewhere and releases these copies).
+  log.Release(blocks[3].page, blocks[3].gen, 1);
+  log.Release(blocks[7].page, blocks[7].gen, 1);
+  EXPECT_FALSE(log.ReinsertionCandidate(1, &region, &keys))
+      << "the next region has no used block left";
+  ASSERT_TRUE(log.ReinsertionCandidate(2, &region, &keys));
+  EXPECT_EQ(region, second);
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].key, (BlockKey{1, 20}));
+  // 14 of 16 pages live would be compacted, but its used blocks are gone: it goes as it is.
+  EXPECT_FALSE(log.CompactionCandidate(&region, &keys));
+  FlashLog::Extent next;
+  ASSERT_TRUE(log.Append(1, BlockKey{2, 0}, 4096, 0, 0, &next, &ev));
+  log.Written(next);
+  EXPECT_EQ(next.page / 16, first);
+  EXPECT_FALSE(log.Valid(blocks[0].page, blocks[0].gen));
+  log.Touch(blocks[0].page, blocks[0].gen);  // stale: no-op
+  EXPECT_TRUE(log.Valid(blocks[20].page, blocks[20].gen));
+}
+
 TEST(FlashLog, BlockLargerThanRegionSpansAndPinsItsRun) {
   FlashLog log(8 * 4 * 4096, 4 * 4096);
   FlashLog::Extent a, b;

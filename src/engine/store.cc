@@ -108,8 +108,8 @@ std::string StoreStats::ToString() const {
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
     << "; probation " << probation_share << " of DRAM, blocks leaving it unused "
     << (unused_to_flash ? "go to flash" : "are dropped") << "\n";
-  o << "flash blocks moved by compaction " << flash_compacted << ", live blocks evicted "
-    << flash_live_evicted << "\n";
+  o << "flash blocks moved by compaction " << flash_compacted << ", reinserted " << flash_reinserted
+    << ", live blocks evicted " << flash_live_evicted << "\n";
   o << "flash blocks restored at open " << flash_restored << ", regions dropped (torn) "
     << flash_regions_dropped << ", metadata bytes written " << flash_summary_bytes << "\n";
   o << "crc failures " << crc_failures << ", io errors " << io_errors << ", stale races "

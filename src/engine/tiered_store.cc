@@ -47,7 +47,7 @@ Status TieredStore::Recover() {
   Status s = flash_->Open(options_.flash_restore, &found, &st);
   if (!s.ok()) return s;
   // Ascending sequence: a later copy of a key replaces an earlier one (same bytes: a
-  // rewrite or a compaction move whose old copy's death had not reached the device).
+  // reinsertion or a compaction move whose old copy's death had not reached the device).
   for (const FlashLog::Recovered& r : found) {
     if (r.tenant) tenants_seen_.store(true, std::memory_order_relaxed);
     Index::Shard& shard = index_.ShardFor(r.key);
@@ -235,7 +235,15 @@ void TieredStore::CompactSome(uint32_t want) {
   if (!flash_ || flash_->empty_regions() >= want) return;
   MutexLock guard(compact_mu_);
   for (uint32_t i = 0; i < std::max<uint32_t>(8, 2 * want) && flash_->empty_regions() < want; ++i) {
-    if (!CompactRegion()) break;
+    if (!CompactRegion()) {
+      // The log is full of live data: the regions to be taken next lose their blocks, but
+      // not those used since they were written.
+      uint32_t empty = flash_->empty_regions();
+      uint32_t short_by = want > empty ? want - empty : 0;
+      for (uint32_t j = 0; j < short_by && ReinsertSome(short_by); ++j) {
+      }
+      break;
+    }
   }
 }
 
@@ -243,6 +251,20 @@ bool TieredStore::CompactRegion() {
   uint32_t region;
   std::vector<FlashLog::Located> keys;
   if (!flash_->CompactionCandidate(&region, &keys)) return false;
+  MoveBlocks(region, keys, c_.compacted);
+  return true;
+}
+
+bool TieredStore::ReinsertSome(uint32_t ahead) {
+  uint32_t region;
+  std::vector<FlashLog::Located> keys;
+  if (!flash_->ReinsertionCandidate(ahead, &region, &keys)) return false;
+  MoveBlocks(region, keys, c_.reinserted);
+  return true;
+}
+
+void TieredStore::MoveBlocks(uint32_t region, const std::vector<FlashLog::Located>& keys,
+                             std::atomic<uint64_t>& moved) {
   struct Move {
     BlockKey key;
     uint16_t tenant;
@@ -327,7 +349,7 @@ bool TieredStore::CompactRegion() {
         e->set_flash(m.to.page);
         e->aux = m.to.gen;
         flash_->Release(m.page, m.gen, Pages(m.size));
-        c_.compacted.fetch_add(1, std::memory_order_relaxed);
+        moved.fetch_add(1, std::memory_order_relaxed);
       } else if (m.ok) {
         flash_->Release(m.to.page, m.to.gen, Pages(m.size));  // moved for nothing
       }
@@ -337,7 +359,6 @@ bool TieredStore::CompactRegion() {
   }
   flash_->Persist();  // the emptied region's summary says its blocks moved
   DropLost(lost);
-  return true;
 }
 
 size_t TieredStore::EvictSome(size_t max, bool may_write) {
@@ -379,15 +400,9 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
       continue;
     }
     bool clean = FlashValidLocked(*e);
-    // A block used while in DRAM whose flash copy is about to be evicted with its region
-    // is written again (to the head): FIFO flash would otherwise lose hot blocks as fast
-    // as cold ones. This is a caching choice, not garbage collection: no region is ever
-    // copied to free space.
-    bool rewrite = clean && r.used.load(std::memory_order_relaxed) &&
-                   flash_->Age(e->flash_page()) > options_.flash_rewrite_age;
     bool one_hit = victims[i].one_hit;
     bool closing = closing_.load(std::memory_order_relaxed);
-    bool write = flash_ && (!clean || rewrite) && (closing || !(one_hit && refuse_one_hit));
+    bool write = flash_ && !clean && (closing || !(one_hit && refuse_one_hit));
     // A block larger than its tenant's whole flash quota is not written.
     uint64_t fq = r.tenant ? flash_quota_[r.tenant].load(std::memory_order_relaxed) : 0;
     if (write && fq != 0 && uint64_t{r.pages} * 4096 > fq) {
@@ -405,17 +420,14 @@ size_t TieredStore::EvictVictims(DramTier::Victim* victims, size_t n, bool may_w
       refused = !clean;
       if (refused) c_.budget_drops.fetch_add(1, std::memory_order_relaxed);
     }
-    if (write && rewrite) {
-      clean = false;
-      ReleaseFlashLocked(*e);  // the old copy: written again at the head
-      e->clear_flash();
-    }
     if (!write) {
       if (refused) c_.admission_drops.fetch_add(1, std::memory_order_relaxed);
       if (clean) {
         e->set_in_dram(false);
         e->set_uses(dram_->Uses(id));
         e->aux = r.flash_gen;
+        // Used in DRAM: its flash copy is worth keeping when its region is taken.
+        if (r.used.load(std::memory_order_relaxed)) flash_->Touch(e->flash_page(), e->aux);
       } else {
         dram_->GhostInsert(key, dram_->Uses(id));  // dropped: remembered, with its uses
         shard.Erase(e);
@@ -879,8 +891,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
         r.key = fr.key;
         r.flash_gen = fr.gen;
         dram_->SetUses(fr.rec, e->uses());
-        // A flash hit is a use: it earns the block a rewrite if its flash copy is old by the
-        // time it leaves DRAM (a prefetch is not a use).
+        // A flash hit is a use (a prefetch is not).
         if (copy_out) dram_->Touch(fr.rec);
         e->set_in_dram(true);
         e->aux = fr.rec;
@@ -890,6 +901,8 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
         dram_->Pin(fr.rec);
         promoted = true;
       }
+      // Read where it lies: worth keeping when its region is taken (a prefetch is not a use).
+      if (crc_ok && same && (fr.op || fr.view)) flash_->Touch(fr.page, fr.gen);
     }
     bool hit = crc_ok && (fr.op || fr.view);
     if (hit && fr.op) {
@@ -1437,6 +1450,7 @@ StoreStats TieredStore::GetStats() const {
   s.probation_share = tuner_ ? tuner_->probation() : options_.probation_fraction;
   s.stale_races = ld(c_.stale_races);
   s.flash_compacted = ld(c_.compacted);
+  s.flash_reinserted = ld(c_.reinserted);
   if (flash_) s.flash_live_evicted = flash_->live_blocks_evicted();
   if (flash_) s.flash_summary_bytes = flash_->summary_bytes();
   s.flash_restored = ld(c_.restored);

@@ -87,8 +87,8 @@ class TieredStore final : public Store {
     std::atomic<uint64_t> puts{0}, put_exists{0}, put_rejected{0}, gets{0}, misses{0}, erases{0},
         dram_hits{0}, flash_hits{0}, dram_bytes_in{0}, dram_bytes_out{0}, dram_evictions{0},
         demotions{0}, promotions{0}, admission_drops{0}, budget_drops{0}, prefetch_requests{0},
-        prefetched{0}, crc_failures{0}, io_errors{0}, stale_races{0}, compacted{0}, restored{0},
-        regions_dropped{0}, quota_evictions{0};
+        prefetched{0}, crc_failures{0}, io_errors{0}, stale_races{0}, compacted{0}, reinserted{0},
+        restored{0}, regions_dropped{0}, quota_evictions{0};
   };
   struct FlashRead;
 
@@ -196,6 +196,13 @@ class TieredStore final : public Store {
   void CompactSome(uint32_t want = 3);
   // Moves one region's live blocks (REQUIRES compact_mu_); false if no region qualifies.
   bool CompactRegion();
+  // Moves the used blocks of the next region to be taken (REQUIRES compact_mu_); false if
+  // none of the next `ahead` regions holds any.
+  bool ReinsertSome(uint32_t ahead);
+  // Moves `keys` of `region` to the head (REQUIRES compact_mu_); counts each moved in
+  // `moved`.
+  void MoveBlocks(uint32_t region, const std::vector<FlashLog::Located>& keys,
+                  std::atomic<uint64_t>& moved);
   // How many victims one eviction round takes (see the definition).
   size_t EvictionBatch() const;
   void MaybeWakeMover();

@@ -251,6 +251,42 @@ TEST(TieredStore, DemotesToFlashAndPromotesBack) {
   for (int i = kN - 50; i < kN; ++i) EXPECT_TRUE(s->Exists(TestKey(i))) << i;
 }
 
+// Issue 16: the flash log is first in, first out, but a block read since it was written
+// is moved to the head when its region is taken (reinsertion), where one never read goes
+// with its region. Fails if the log drops every block of a region it takes.
+TEST(TieredStore, ABlockReadOnFlashOutlivesTheRegionItWasWrittenIn) {
+  StoreOptions o = SmallOptions(8 * kMiB);
+  o.admission = Admission::kAll;
+  o.reuse_bonus = 0;  // plain LRU in DRAM: the read block leaves DRAM soon after
+  auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(32 * kMiB));
+  constexpr size_t kV = 65536;
+  const BlockKey hot = TestKey(0), cold = TestKey(1);
+  int n = 2;
+  ASSERT_TRUE(s->Put(hot, TestValue(hot, 0, kV)).ok());
+  ASSERT_TRUE(s->Put(cold, TestValue(cold, 0, kV)).ok());
+  auto put_more = [&](int count) {
+    for (int i = 0; i < count; ++i, ++n) {
+      ASSERT_TRUE(s->Put(TestKey(n), TestValue(TestKey(n), 0, kV)).ok());
+    }
+  };
+  put_more(200);  // 8 MiB of DRAM is 128 blocks: both are on flash now
+  std::vector<std::byte> out(kV);
+  uint64_t flash_hits = s->GetStats().flash.hits;
+  ASSERT_TRUE(s->Get(hot, out).ok());
+  ASSERT_EQ(out, TestValue(hot, 0, kV));
+  ASSERT_EQ(s->GetStats().flash.hits, flash_hits + 1) << "the read must come from flash";
+  // 8 + 32 MiB hold 640 blocks: 900 in all take every region written before the read,
+  // and not yet the region the read block was moved to.
+  put_more(700);
+  StoreStats st = s->GetStats();
+  EXPECT_GT(st.flash.evictions, 8u);
+  EXPECT_GE(st.flash_reinserted, 1u);
+  EXPECT_FALSE(s->Exists(cold)) << "never read: gone with its region";
+  auto r = s->Get(hot, out);
+  ASSERT_TRUE(r.ok()) << "read on flash: moved to the head when its region was taken";
+  EXPECT_EQ(out, TestValue(hot, 0, kV));
+}
+
 TEST(TieredStore, ProbationKeepsOneHitBlocksOffFlash) {
   StoreOptions o = SmallOptions(8 * kMiB);
   o.admission = Admission::kProbation;

@@ -74,6 +74,9 @@ Result<ReplayResult> RunReplay(const std::vector<TraceRequest>& trace, const Rep
     so.region_bytes = std::max<uint64_t>(so.region_bytes, (o.block_bytes + 4095) / 4096 * 4096);
     so.flash_bytes = std::max<uint64_t>(fb / so.region_bytes, 2) * so.region_bytes;
     so.flash_path = o.flash_path;
+    // A replay starts cold: blocks a previous replay left in the file would be hits no
+    // store could have had (same trace, same keys).
+    so.flash_restore = false;
   }
   so.admission = o.admission;
   so.flash_writes_per_day = o.flash_writes_per_day;
@@ -233,6 +236,9 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
   std::snprintf(line, sizeof line, "%-34s %14.3f\n", "  per byte put",
                 ratio(r.stats.flash.bytes_written, r.bytes_put));
   s << line;
+  std::snprintf(line, sizeof line, "%-34s %14llu\n", "  blocks read there, moved on reclaim",
+                (unsigned long long)r.stats.flash_reinserted);
+  s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "flash read (MiB)",
                 r.stats.flash.bytes_read / 1048576.0);
   s << line;
@@ -281,6 +287,7 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"tokens_total\":" << r.tokens_total << ",\"bytes_put\":" << r.bytes_put
     << ",\"bytes_got\":" << r.bytes_got
     << ",\"flash_bytes_written\":" << r.stats.flash.bytes_written
+    << ",\"flash_reinserted\":" << r.stats.flash_reinserted
     << ",\"admission_drops\":" << r.stats.admission_drops
     << ",\"budget_drops\":" << r.stats.budget_drops
     << ",\"flash_bytes_read\":" << r.stats.flash.bytes_read << ",\"dram_fill\":" << r.dram_fill
