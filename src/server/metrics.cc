@@ -156,6 +156,9 @@ std::string RenderMetrics(const NodeStats& node) {
         D(s.flash.bytes_read));
   w.One("kvpool_flash_compacted_blocks_total", "counter",
         "Live blocks moved so their region could be reused.", D(s.flash_compacted));
+  w.One("kvpool_flash_reinserted_blocks_total", "counter",
+        "Blocks read since written, moved to the head before their region was taken.",
+        D(s.flash_reinserted));
   w.One("kvpool_flash_live_evicted_blocks_total", "counter",
         "Live blocks evicted with their region (flash full).", D(s.flash_live_evicted));
   w.One("kvpool_flash_restored_blocks", "gauge",
