@@ -190,7 +190,9 @@ class TieredStore final : public Store {
   // When fewer than two flash regions (besides the head's) are empty, moves the live blocks of the
   // region with least live data to the head (read, verified, appended, written, re-pointed) so that
   // region can be reused without losing them. Up to eight regions per call, until three
-  // are empty; one thread at a time (the others wait: they need the space too).
+  // are empty; one thread at a time (the others wait: they need the space too). When no
+  // region qualifies (the log is full of live data), reinserts instead: the used blocks of
+  // the regions the head takes next are moved, the rest go with their region.
   // `want`: empty regions to aim for (a batch of demotions about to be appended needs
   // that many besides the margin).
   void CompactSome(uint32_t want = 3);
