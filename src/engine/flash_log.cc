@@ -72,7 +72,11 @@ FlashLog::FlashLog(io::Device* device, const FlashGeometry& geo)
       disk_ver_(new std::atomic<uint64_t>[regions_ ? regions_ : 1]),
       stripes_(new std::mutex[kStripes]),
       empty_(regions_),
-      tenant_pages_(new std::atomic<uint64_t>[kMaxTenants]) {
+      tenant_pages_(new std::atomic<uint64_t>[kMaxTenants]),
+      touched_(new std::atomic<uint64_t>[uint64_t{regions_} * pages_per_region_ / 64 + 1]) {
+  for (uint64_t w = 0; w <= uint64_t{regions_} * pages_per_region_ / 64; ++w) {
+    touched_[w].store(0, std::memory_order_relaxed);
+  }
   for (uint32_t t = 0; t < kMaxTenants; ++t) tenant_pages_[t].store(0, std::memory_order_relaxed);
   for (uint32_t i = 0; i < (regions_ ? regions_ : 1); ++i) {
     gens_[i].store(0);
@@ -363,6 +367,7 @@ bool FlashLog::Append(uint32_t pages, const BlockKey& key, uint32_t size, uint32
     }
   }
   out->page = static_cast<uint32_t>(head_);
+  touched_[out->page / 64].fetch_and(~(uint64_t{1} << (out->page % 64)), std::memory_order_relaxed);
   uint32_t start = static_cast<uint32_t>(head_ / pages_per_region_);
   uint32_t last = static_cast<uint32_t>((head_ + pages - 1) / pages_per_region_);
   out->gen = gens_[start].load(std::memory_order_relaxed);
@@ -398,11 +403,6 @@ FlashLog::Slot* FlashLog::FindLocked(uint32_t page, uint32_t gen) {
   auto it = std::lower_bound(sl.begin(), sl.end(), off,
                              [](const Slot& s, uint32_t p) { return s.page < p; });
   return it == sl.end() || it->page != off || it->dead ? nullptr : &*it;
-}
-
-void FlashLog::Touch(uint32_t page, uint32_t gen) {
-  MutexLock lock(mu_);
-  if (Slot* s = FindLocked(page, gen)) s->hit = true;
 }
 
 void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
@@ -573,7 +573,7 @@ bool FlashLog::ReinsertionCandidate(uint32_t ahead, uint32_t* region, std::vecto
     if (from_[r] != kNone || spill_[r] != r) return false;
     keys->clear();
     for (const Slot& s : slots_[r]) {
-      if (!s.dead && s.hit) keys->push_back(Locate(r, s));
+      if (!s.dead && TouchedPage(r * pages_per_region_ + s.page)) keys->push_back(Locate(r, s));
     }
     if (!keys->empty()) {
       *region = r;

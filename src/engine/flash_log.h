@@ -97,9 +97,15 @@ class FlashLog {
   // written again elsewhere): its pages stop counting as live, and its summary entry is
   // dead (on the device at the next Persist). No-op if already stale.
   void Release(uint32_t page, uint32_t gen, uint32_t pages);
-  // The block at (page, gen) was used since it was written: when its region is next to be
-  // taken it is worth moving to the head (ReinsertionCandidate). No-op if stale.
-  void Touch(uint32_t page, uint32_t gen);
+  // The block at (page, gen) was used (read, matched, or used in DRAM after a promotion)
+  // since it was written: when its region is next to be taken it is worth moving to the
+  // head (ReinsertionCandidate). No-op if stale. Lock-free: one bit per device page,
+  // cleared when a block is appended there (a Touch racing with the region's reuse may
+  // mark the new block: one move too many, never a wrong byte).
+  void Touch(uint32_t page, uint32_t gen) {
+    if (page / pages_per_region_ >= regions_ || !Valid(page, gen)) return;
+    touched_[page / 64].fetch_or(uint64_t{1} << (page % 64), std::memory_order_relaxed);
+  }
   // Writes every summary that is behind (sealed regions, blocks released); returns when
   // they are on the device. An erase is acknowledged after this. No-op in memory.
   void Persist();
@@ -155,7 +161,6 @@ class FlashLog {
     uint32_t size = 0, crc = 0;
     uint16_t tenant = 0;
     bool dead = false;
-    bool hit = false;  // read (or used in DRAM after a read) since it was written here
     uint32_t pages() const { return (size + 4095) / 4096; }
   };
   // The live slot `s` counts for its tenant (add) or no longer (tenant 0 is not counted).
@@ -218,6 +223,10 @@ class FlashLog {
   std::atomic<uint64_t> blocks_{0}, evicted_{0}, live_evicted_{0};
   std::atomic<uint32_t> empty_{0};                         // regions with live_ == 0
   std::unique_ptr<std::atomic<uint64_t>[]> tenant_pages_;  // kMaxTenants: live pages
+  std::unique_ptr<std::atomic<uint64_t>[]> touched_;       // a bit per device page (Touch)
+  bool TouchedPage(uint32_t page) const {
+    return touched_[page / 64].load(std::memory_order_relaxed) >> (page % 64) & 1;
+  }
 };
 
 }  // namespace kvpool::engine

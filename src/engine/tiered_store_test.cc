@@ -251,19 +251,21 @@ TEST(TieredStore, DemotesToFlashAndPromotesBack) {
   for (int i = kN - 50; i < kN; ++i) EXPECT_TRUE(s->Exists(TestKey(i))) << i;
 }
 
-// Issue 16: the flash log is first in, first out, but a block read since it was written
-// is moved to the head when its region is taken (reinsertion), where one never read goes
-// with its region. Fails if the log drops every block of a region it takes.
+// Issue 16: the flash log is first in, first out, but a block read (or matched by a
+// prefix) since it was written is moved to the head when its region is taken
+// (reinsertion), where one never used goes with its region. Fails if the log drops every
+// block of a region it takes.
 TEST(TieredStore, ABlockReadOnFlashOutlivesTheRegionItWasWrittenIn) {
   StoreOptions o = SmallOptions(8 * kMiB);
   o.admission = Admission::kAll;
   o.reuse_bonus = 0;  // plain LRU in DRAM: the read block leaves DRAM soon after
   auto s = OpenStore(o, std::make_unique<io::MemoryDevice>(32 * kMiB));
   constexpr size_t kV = 65536;
-  const BlockKey hot = TestKey(0), cold = TestKey(1);
-  int n = 2;
+  const BlockKey hot = TestKey(0), cold = TestKey(1), matched = TestKey(2);
+  int n = 3;
   ASSERT_TRUE(s->Put(hot, TestValue(hot, 0, kV)).ok());
   ASSERT_TRUE(s->Put(cold, TestValue(cold, 0, kV)).ok());
+  ASSERT_TRUE(s->Put(matched, TestValue(matched, 0, kV)).ok());
   auto put_more = [&](int count) {
     for (int i = 0; i < count; ++i, ++n) {
       ASSERT_TRUE(s->Put(TestKey(n), TestValue(TestKey(n), 0, kV)).ok());
@@ -275,6 +277,8 @@ TEST(TieredStore, ABlockReadOnFlashOutlivesTheRegionItWasWrittenIn) {
   ASSERT_TRUE(s->Get(hot, out).ok());
   ASSERT_EQ(out, TestValue(hot, 0, kV));
   ASSERT_EQ(s->GetStats().flash.hits, flash_hits + 1) << "the read must come from flash";
+  // A prefix match announces a read: the matched block is kept as if it had been read.
+  ASSERT_EQ(s->MatchPrefix(std::vector<BlockKey>{matched}).value(), 1u);
   // 8 + 32 MiB hold 640 blocks: 900 in all take every region written before the read,
   // and not yet the region the read block was moved to.
   put_more(700);
@@ -285,6 +289,8 @@ TEST(TieredStore, ABlockReadOnFlashOutlivesTheRegionItWasWrittenIn) {
   auto r = s->Get(hot, out);
   ASSERT_TRUE(r.ok()) << "read on flash: moved to the head when its region was taken";
   EXPECT_EQ(out, TestValue(hot, 0, kV));
+  ASSERT_TRUE(s->Get(matched, out).ok()) << "matched on flash: moved as well";
+  EXPECT_EQ(out, TestValue(matched, 0, kV));
 }
 
 TEST(TieredStore, ProbationKeepsOneHitBlocksOffFlash) {
