@@ -104,7 +104,11 @@ class FlashLog {
   // mark the new block: one move too many, never a wrong byte).
   void Touch(uint32_t page, uint32_t gen) {
     if (page / pages_per_region_ >= regions_ || !Valid(page, gen)) return;
-    touched_[page / 64].fetch_or(uint64_t{1} << (page % 64), std::memory_order_relaxed);
+    uint64_t bit = uint64_t{1} << (page % 64);
+    std::atomic<uint64_t>& word = touched_[page / 64];
+    // Marked already (a chain matched again): a load, no locked write to a shared line.
+    if (!(word.load(std::memory_order_relaxed) & bit))
+      word.fetch_or(bit, std::memory_order_relaxed);
   }
   // Writes every summary that is behind (sealed regions, blocks released); returns when
   // they are on the device. An erase is acknowledged after this. No-op in memory.

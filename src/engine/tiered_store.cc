@@ -1282,13 +1282,6 @@ size_t TieredStore::MatchPrefixInIndex(std::span<const BlockKey> chain) {
   // position ends the match. Long chains are answered 1024 keys at a time.
   constexpr size_t kPass = 1024;
   const size_t shards = index_.shard_count();
-  struct MatchedOnFlash {
-    size_t pos;
-    uint32_t page, gen;
-  };
-  thread_local std::vector<MatchedOnFlash> on_flash_tl;
-  std::vector<MatchedOnFlash>& on_flash = on_flash_tl;
-  on_flash.clear();
   std::vector<uint32_t> first(shards + 1);
   std::vector<uint16_t> shard_of(std::min(kPass, chain.size())), order(shard_of.size());
   for (size_t base = 0; base < chain.size(); base += kPass) {
@@ -1314,16 +1307,13 @@ size_t TieredStore::MatchPrefixInIndex(std::span<const BlockKey> chain) {
         if (!e || !(e->in_dram() || FlashValidLocked(*e))) {
           missing = i;
         } else if (!e->in_dram()) {
-          on_flash.push_back({i, e->flash_page(), e->aux});
+          // A matched block is about to be read: its flash copy is kept if its region is
+          // taken before the read comes. (A block past a gap another shard finds later is
+          // marked too: one reinsertion too many at worst.)
+          flash_->Touch(e->flash_page(), e->aux);
         }
       }
     }
-    // A matched block is about to be read: its flash copy is kept if its region is taken
-    // before the read comes.
-    for (const MatchedOnFlash& m : on_flash) {
-      if (m.pos < missing && flash_) flash_->Touch(m.page, m.gen);
-    }
-    on_flash.clear();
     if (missing < n) return base + missing;
   }
   return chain.size();
