@@ -236,7 +236,7 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
   std::snprintf(line, sizeof line, "%-34s %14.3f\n", "  per byte put",
                 ratio(r.stats.flash.bytes_written, r.bytes_put));
   s << line;
-  std::snprintf(line, sizeof line, "%-34s %14llu\n", "  blocks read there, moved on reclaim",
+  std::snprintf(line, sizeof line, "%-34s %14llu\n", "  blocks used there, moved on reclaim",
                 (unsigned long long)r.stats.flash_reinserted);
   s << line;
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "flash read (MiB)",
