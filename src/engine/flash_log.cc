@@ -300,7 +300,7 @@ uint32_t FlashLog::PickRunLocked(uint32_t k) const {
       oldest = std::min(oldest, entered_[r]);
     }
     if (!ok) continue;
-    if (best == kNone || live < best_live || (live == best_live && oldest < best_age)) {
+    if (best == kNone || TakenFirst(live, oldest, best_live, best_age)) {
       best = s;
       best_live = live;
       best_age = oldest;
@@ -395,21 +395,15 @@ void FlashLog::Written(const Extent& ext) {
   MaybePendingLocked(r);
 }
 
-FlashLog::Slot* FlashLog::FindLocked(uint32_t page, uint32_t gen) {
+void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
+  MutexLock lock(mu_);
   uint32_t region = page / pages_per_region_;
-  if (region >= regions_ || !Valid(page, gen)) return nullptr;
+  if (region >= regions_ || !Valid(page, gen)) return;
   std::vector<Slot>& sl = slots_[region];
   uint32_t off = page - region * pages_per_region_;
   auto it = std::lower_bound(sl.begin(), sl.end(), off,
                              [](const Slot& s, uint32_t p) { return s.page < p; });
-  return it == sl.end() || it->page != off || it->dead ? nullptr : &*it;
-}
-
-void FlashLog::Release(uint32_t page, uint32_t gen, uint32_t pages) {
-  MutexLock lock(mu_);
-  Slot* it = FindLocked(page, gen);
-  if (!it) return;  // stale, or released already
-  uint32_t region = page / pages_per_region_;
+  if (it == sl.end() || it->page != off || it->dead) return;  // released already
   it->dead = true;
   ChargeLocked(*it, false);
   uint64_t n = std::min<uint64_t>(pages, live_[region]);
@@ -566,7 +560,7 @@ bool FlashLog::ReinsertionCandidate(uint32_t ahead, uint32_t* region, std::vecto
   size_t n = std::min<size_t>(ahead, order.size());
   std::partial_sort(order.begin(), order.begin() + n, order.end(),
                     [&](uint32_t a, uint32_t b) REQUIRES(mu_) {
-                      return live_[a] != live_[b] ? live_[a] < live_[b] : entered_[a] < entered_[b];
+                      return TakenFirst(live_[a], entered_[a], live_[b], entered_[b]);
                     });
   for (size_t i = 0; i < n; ++i) {
     uint32_t r = order[i];

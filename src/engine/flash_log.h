@@ -183,8 +183,11 @@ class FlashLog {
   }
   // A sealed region whose summary is behind: queued for Persist.
   void MaybePendingLocked(uint32_t r) REQUIRES(mu_);
-  // The slot of the block at (page, gen) if it is valid and not released, else null.
-  Slot* FindLocked(uint32_t page, uint32_t gen) REQUIRES(mu_);
+  // The order in which the head takes regions (or runs): least live data first, the
+  // oldest (smallest entry sequence) of equals. PickRunLocked and ReinsertionCandidate.
+  static bool TakenFirst(uint64_t live_a, uint64_t seq_a, uint64_t live_b, uint64_t seq_b) {
+    return live_a != live_b ? live_a < live_b : seq_a < seq_b;
+  }
   void PersistRegion(uint32_t r);
   std::mutex& Stripe(uint32_t r) { return stripes_[r % kStripes]; }
   // The first of `k` consecutive regions to take next: least live data, oldest of equals,

@@ -240,7 +240,8 @@ void TieredStore::CompactSome(uint32_t want) {
       // not those used since they were written.
       uint32_t empty = flash_->empty_regions();
       uint32_t short_by = want > empty ? want - empty : 0;
-      for (uint32_t j = 0; j < short_by && ReinsertSome(short_by); ++j) {
+      for (uint32_t j = 0; j < short_by; ++j) {
+        if (!ReinsertSome(short_by)) break;
       }
       break;
     }
