@@ -39,6 +39,7 @@ struct StoreStats {
   uint64_t erases = 0;
   uint64_t demotions = 0;        // blocks written DRAM -> flash
   uint64_t promotions = 0;       // flash hits copied back into DRAM
+  uint64_t flash_hits_in_place = 0;  // flash hits left there by the policy (not promoted)
   uint64_t admission_drops = 0;  // blocks leaving DRAM refused by flash admission, never written
   uint64_t budget_drops = 0;     // of which refused by the flash write budget
   uint64_t prefetch_requests = 0, prefetched = 0;
@@ -61,6 +62,9 @@ struct StoreStats {
   // full; learnt beside the reuse bonus under the budget admission).
   bool unused_to_flash = true;
   double probation_share = 0;  // of DRAM, for new blocks (learnt with flash)
+  // Whether every flash hit of a get is promoted into DRAM, or only one whose copy is in
+  // the older half of the log (learnt with flash under the budget admission).
+  bool promote_all_flash_hits = true;
   uint64_t index_entries = 0;
   uint64_t index_bytes = 0;  // DRAM held by the index tables
   LatencySummary put_latency, get_dram_latency, get_flash_latency;

@@ -578,6 +578,12 @@ bool FlashLog::ReinsertionCandidate(uint32_t ahead, uint32_t* region, std::vecto
   return false;
 }
 
+bool FlashLog::InNewerHalf(uint32_t page) const {
+  MutexLock lock(mu_);
+  uint32_t r = page / pages_per_region_;
+  return r < regions_ && entered_[r] != 0 && (enter_seq_ - entered_[r]) * 2 < regions_;
+}
+
 uint64_t FlashLog::live_pages(uint32_t region) const {
   MutexLock lock(mu_);
   return region < regions_ ? live_[region] : 0;

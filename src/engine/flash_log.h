@@ -138,6 +138,9 @@ class FlashLog {
   // `max` of them: quota eviction's candidates. The caller releases each (or its index
   // entry no longer names it: then Release it directly).
   void OldestOf(uint16_t tenant, uint64_t bytes, size_t max, std::vector<Located>* out) const;
+  // The region of `page` was entered by the head within the last half of the log's
+  // regions: far from being taken (the store's choice not to promote such a flash hit).
+  bool InNewerHalf(uint32_t page) const;
   // Live pages in `region` (tests).
   uint64_t live_pages(uint32_t region) const;
   // Regions holding no live block.

@@ -79,12 +79,22 @@ PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double init
       }
     }
   }
+  for (bool all : {true, false}) {
+    TierSim& t = promos_.emplace_back();
+    t.promote_all = all;
+    t.reinsert = true;
+    t.admit = tiers_[tier_chosen_].admit;
+    t.probation_share = tiers_[tier_chosen_].probation_share;
+    t.probation_cap = tiers_[tier_chosen_].probation_cap;
+    Rekey(t.dram, kCandidates[chosen_]);
+  }
 }
 
 size_t PolicyTuner::TierFifoEntries() {
   MutexLock lock(mu_);
   size_t n = 0;
   for (const TierSim& t : tiers_) n += t.probation.size() + t.flash_order.size();
+  for (const TierSim& t : promos_) n += t.probation.size() + t.flash_order.size();
   return n;
 }
 
@@ -201,6 +211,9 @@ bool PolicyTuner::AccessTier(TierSim& t, uint64_t block, uint32_t pages, bool ad
   auto c = t.flash.find(block);
   if (c != t.flash.end()) {  // a flash hit: promoted to the main queue, the copy kept
     TierSim::Copy copy = c->second;
+    c->second.used = true;
+    // Or left where it is while far from the log's end.
+    if (!t.promote_all && (t.flash_written - copy.at) * 2 < tier_flash_) return true;
     Hold(t, block, copy.pages, static_cast<uint8_t>(std::min<int>(kMaxUses, copy.freq + 1)), true);
     return true;
   }
@@ -260,15 +273,25 @@ void PolicyTuner::ToFlash(TierSim& t, uint64_t block, uint32_t pages, uint8_t fr
     t.flash_order.pop_front();
     auto c = t.flash.find(oldest);
     if (c == t.flash.end() || c->second.seq != seq) continue;  // promoted or erased
+    if (t.reinsert && c->second.used && !t.dram.map.contains(oldest)) {
+      // Used since it was written, and not in DRAM: moved to the head (once per use).
+      c->second.used = false;
+      c->second.seq = ++t.dram.seq;
+      c->second.at = t.flash_written;
+      t.flash_written += c->second.pages;
+      t.flash_order.emplace_back(oldest, c->second.seq);
+      continue;
+    }
     t.flash_used -= c->second.pages;
     t.flash_full = true;
     Forget(t.dram, oldest, c->second.freq, tier_ghost_);
     t.flash.erase(c);
   }
   uint32_t seq = ++t.dram.seq;
-  t.flash[block] = {pages, seq, freq};
+  t.flash[block] = {pages, seq, freq, false, t.flash_written};
   t.flash_order.emplace_back(block, seq);
   t.flash_used += pages;
+  t.flash_written += pages;
   DropStale(t.flash_order, t.flash.size(), [&t](const std::pair<uint64_t, uint32_t>& q) {
     auto c = t.flash.find(q.first);
     return c != t.flash.end() && c->second.seq == q.second;
@@ -387,18 +410,27 @@ bool PolicyTuner::Chain(std::span<const BlockKey> chain) {
     s.added = 0;
   }
   if (!tiers_.empty() && TierSampled(chain[0])) {
-    for (TierSim& t : tiers_) {
-      bool prefix = true;
-      for (const BlockKey& k : chain) {
-        bool held = AccessTier(t, BlockId(k), block_pages_, /*add=*/true);
-        prefix = prefix && held;
-        t.dram.hits += prefix;
-      }
-      t.dram.clock += t.dram.added;
-      t.dram.added = 0;
-    }
+    for (TierSim& t : tiers_) ChainTier(t, chain);
+    for (TierSim& t : promos_) ChainTier(t, chain);
   }
   return CountAndMaybeEndEpoch(chain.size());
+}
+
+void PolicyTuner::ChainTier(TierSim& t, std::span<const BlockKey> chain) {
+  bool prefix = true;
+  for (const BlockKey& k : chain) {
+    bool held = AccessTier(t, BlockId(k), block_pages_, /*add=*/true);
+    prefix = prefix && held;
+    t.dram.hits += prefix;
+  }
+  t.dram.clock += t.dram.added;
+  t.dram.added = 0;
+}
+
+void PolicyTuner::AccessTierOnce(TierSim& t, uint64_t block, uint32_t pages, bool put) {
+  t.dram.hits += AccessTier(t, block, pages, put);
+  t.dram.clock += t.dram.added;
+  t.dram.added = 0;
 }
 
 bool PolicyTuner::Access(const BlockKey& key, uint32_t pages, bool put) {
@@ -412,11 +444,8 @@ bool PolicyTuner::Access(const BlockKey& key, uint32_t pages, bool put) {
     s.added = 0;
   }
   if (!tiers_.empty() && TierSampled(key)) {
-    for (TierSim& t : tiers_) {
-      t.dram.hits += AccessTier(t, block, pages, put);
-      t.dram.clock += t.dram.added;
-      t.dram.added = 0;
-    }
+    for (TierSim& t : tiers_) AccessTierOnce(t, block, pages, put);
+    for (TierSim& t : promos_) AccessTierOnce(t, block, pages, put);
   }
   return CountAndMaybeEndEpoch(1);
 }
@@ -446,28 +475,45 @@ void PolicyTuner::EndEpoch() {
   bool full = std::all_of(sims_.begin(), sims_.end(), [](const Sim& s) { return s.evicted; });
   if (full && sims_[best].score > sims_[chosen_].score * (1 + kMargin)) chosen_ = best;
   bonus_.store(sims_[chosen_].bonus, std::memory_order_relaxed);
-  if (!tiers_.empty()) {
-    for (TierSim& t : tiers_) {
-      t.dram.score = t.dram.score * kDecay + static_cast<double>(t.dram.hits);
-      t.dram.hits = 0;
-      if (t.dram.bonus != sims_[chosen_].bonus) Rekey(t.dram, sims_[chosen_].bonus);
-    }
-    size_t tier_best = tier_chosen_;
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      if (tiers_[i].dram.score > tiers_[tier_best].dram.score) tier_best = i;
-    }
-    // Judged once the flashes taking one-hit blocks are full: before, they cost no block
-    // its room (the others may never fill).
-    bool flash_full = std::all_of(tiers_.begin(), tiers_.end(),
-                                  [](const TierSim& t) { return !t.admit || t.flash_full; });
-    if (flash_full &&
-        tiers_[tier_best].dram.score > tiers_[tier_chosen_].dram.score * (1 + kMargin)) {
-      tier_chosen_ = tier_best;
-      probation_.store(tiers_[tier_chosen_].probation_share, std::memory_order_relaxed);
-    }
-    admit_one_hit_.store(tiers_[tier_chosen_].admit, std::memory_order_relaxed);
-  }
+  if (!tiers_.empty()) EndTierEpoch();
   epochs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PolicyTuner::EndTierEpoch() {
+  auto decay = [this](TierSim& t) REQUIRES(mu_) {
+    t.dram.score = t.dram.score * kDecay + static_cast<double>(t.dram.hits);
+    t.dram.hits = 0;
+    if (t.dram.bonus != sims_[chosen_].bonus) Rekey(t.dram, sims_[chosen_].bonus);
+  };
+  for (TierSim& t : tiers_) decay(t);
+  size_t tier_best = tier_chosen_;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (tiers_[i].dram.score > tiers_[tier_best].dram.score) tier_best = i;
+  }
+  // Judged once the flashes taking one-hit blocks are full: before, they cost no block
+  // its room (the others may never fill).
+  bool flash_full = std::all_of(tiers_.begin(), tiers_.end(),
+                                [](const TierSim& t) { return !t.admit || t.flash_full; });
+  if (flash_full &&
+      tiers_[tier_best].dram.score > tiers_[tier_chosen_].dram.score * (1 + kMargin)) {
+    tier_chosen_ = tier_best;
+    probation_.store(tiers_[tier_chosen_].probation_share, std::memory_order_relaxed);
+  }
+  admit_one_hit_.store(tiers_[tier_chosen_].admit, std::memory_order_relaxed);
+  const TierSim& chosen = tiers_[tier_chosen_];
+  for (TierSim& t : promos_) {
+    decay(t);
+    t.admit = chosen.admit;
+    t.probation_share = chosen.probation_share;
+    t.probation_cap = chosen.probation_cap;
+  }
+  // Judged once both flashes are full: before, a promotion costs no block its room.
+  bool full = std::all_of(promos_.begin(), promos_.end(), [](const TierSim& t) { return t.flash_full; });
+  size_t other = 1 - promo_chosen_;
+  if (full && promos_[other].dram.score > promos_[promo_chosen_].dram.score * (1 + kMargin)) {
+    promo_chosen_ = other;
+  }
+  promote_all_.store(promos_[promo_chosen_].promote_all, std::memory_order_relaxed);
 }
 
 void PolicyTuner::Erase(const BlockKey& key) {
@@ -480,18 +526,21 @@ void PolicyTuner::Erase(const BlockKey& key) {
     s.map.erase(f);  // its heap item goes stale
   }
   if (tiers_.empty() || !TierSampled(key)) return;
-  for (TierSim& t : tiers_) {
-    auto f = t.dram.map.find(block);
-    if (f != t.dram.map.end()) {
-      t.dram.used -= f->second.pages;
-      if (f->second.probation) t.probation_used -= f->second.pages;
-      t.dram.map.erase(f);  // its heap item or probation place goes stale
-    }
-    auto c = t.flash.find(block);
-    if (c != t.flash.end()) {
-      t.flash_used -= c->second.pages;
-      t.flash.erase(c);
-    }
+  for (TierSim& t : tiers_) EraseTier(t, block);
+  for (TierSim& t : promos_) EraseTier(t, block);
+}
+
+void PolicyTuner::EraseTier(TierSim& t, uint64_t block) {
+  auto f = t.dram.map.find(block);
+  if (f != t.dram.map.end()) {
+    t.dram.used -= f->second.pages;
+    if (f->second.probation) t.probation_used -= f->second.pages;
+    t.dram.map.erase(f);  // its heap item or probation place goes stale
+  }
+  auto c = t.flash.find(block);
+  if (c != t.flash.end()) {
+    t.flash_used -= c->second.pages;
+    t.flash.erase(c);
   }
 }
 

@@ -187,6 +187,50 @@ TEST(PolicyTuner, TheTwoTierFifosStayBounded) {
   EXPECT_LT(t.TierFifoEntries(), 8 * (3 * set + 2048));
 }
 
+// Promotion of flash hits. Conversations taken in turn, each turn matching the
+// conversation's whole chain and adding two blocks, until it is 48 blocks long and a new
+// one takes its place; 120 open at once hold about DRAM + flash. A chain read on flash is
+// read again a whole round later: a promoted copy costs DRAM room the next chains needed
+// (and the DRAM copy has left again by the next turn), so blocks of other conversations
+// are pushed off the end of the log.
+void Conversations(PolicyTuner& t, uint64_t turns, uint64_t* next_key) {
+  constexpr size_t kOpen = 250, kMax = 48;
+  std::vector<std::vector<BlockKey>> open(kOpen);
+  for (uint64_t i = 0; i < turns; ++i) {
+    std::vector<BlockKey>& c = open[i % kOpen];
+    if (c.size() >= kMax) c.clear();
+    for (int b = 0; b < 2; ++b) c.push_back(Key(4'000'000 + (*next_key)++));
+    t.Chain(c);
+  }
+}
+
+TEST(PolicyTuner, LeavesFlashHitsWhereTheyLieWhenCopiesCostTheRoom) {
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kFlash, /*probation=*/0.1);
+  EXPECT_TRUE(t.promote_all()) << "it starts by promoting every hit";
+  uint64_t next = 0;
+  Conversations(t, 12000, &next);
+  EXPECT_FALSE(t.promote_all());
+}
+
+// A hot set of half a DRAM-full read between scans of one-off blocks (4 DRAM-fulls, twice
+// the flash): DRAM's reuse bonus keeps a promoted hot block through every scan; left on
+// flash, a hot block is moved to the head at most once per read, and a scan takes it.
+TEST(PolicyTuner, PromotesFlashHitsWhenDramKeepsThemBetter) {
+  PolicyTuner t(kPages, 4 * kPages, 0.0, /*flash_pages=*/kFlash, /*probation=*/0.1);
+  uint64_t next = 0;
+  Conversations(t, 12000, &next);
+  ASSERT_FALSE(t.promote_all());
+  const uint64_t hot = kPages / 2, scan = 4 * kPages;
+  for (int r = 0; r < 8; ++r) {
+    for (uint64_t h = 0; h < hot + scan; ++h) {
+      BlockKey k = h < hot ? Key(h) : Key(1'000'000 + next++);
+      t.Chain(std::span<const BlockKey>(&k, 1));
+    }
+  }
+  EXPECT_GE(t.bonus(), 0.5);
+  EXPECT_TRUE(t.promote_all());
+}
+
 TEST(PolicyTuner, WithoutFlashEverythingIsAdmitted) {
   PolicyTuner t(kPages, 4 * kPages, 0.0);
   uint64_t next = 0;
@@ -258,6 +302,45 @@ TEST(PolicyTuner, TheStoreWithFlashLearnsToDropOneHitBlocks) {
   EXPECT_FALSE(st.unused_to_flash) << st.ToString();
   EXPECT_GT(st.admission_drops, scan) << st.ToString();
   EXPECT_GT(last_hits, first_hits + hot / 8) << "first " << first_hits << " last " << last_hits;
+}
+
+// The store on the conversations above, through its own API (DRAM of 1024 pages, flash of
+// twice that, 64 conversations open): it learns to leave a flash hit in the newer half of
+// the log where it lies, and every get still returns the bytes that were put.
+TEST(PolicyTuner, TheStoreLearnsToLeaveYoungFlashHitsOnFlash) {
+  StoreOptions o = testing::SmallOptions(4 * kMiB);
+  o.flash_writes_per_day = 0;
+  auto store = testing::OpenStore(o, std::make_unique<io::MemoryDevice>(8 * kMiB));
+  ASSERT_NE(store, nullptr);
+  auto value_of = [](const BlockKey& k) {
+    return std::vector<std::byte>(4096, static_cast<std::byte>(k.lo * 31 + 7));
+  };
+  std::vector<std::vector<BlockKey>> open(64);
+  std::vector<std::byte> buf(4096);
+  uint64_t next = 0, hits = 0, wrong = 0;
+  for (uint64_t i = 0; i < 6000; ++i) {
+    std::vector<BlockKey>& c = open[i % open.size()];
+    if (c.size() >= 48) c.clear();
+    for (int b = 0; b < 2; ++b) c.push_back(Key(4'000'000 + next++));
+    size_t matched = store->MatchPrefix(c).value();
+    for (size_t j = 0; j < c.size(); ++j) {
+      if (j < matched) {
+        Result<size_t> got = store->Get(c[j], buf);
+        if (got.ok()) {
+          ++hits;
+          wrong += buf != value_of(c[j]);
+          continue;
+        }
+      }
+      Status put = store->Put(c[j], value_of(c[j]), {});
+      ASSERT_TRUE(put.ok() || put.code() == Code::kExists) << put.ToString();
+    }
+  }
+  StoreStats st = store->GetStats();
+  EXPECT_FALSE(st.promote_all_flash_hits) << st.ToString();
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(hits, 6000u * 10);
+  EXPECT_GT(st.flash_hits_in_place, 1000u) << st.ToString();
 }
 
 }  // namespace

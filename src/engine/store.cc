@@ -101,13 +101,15 @@ std::string StoreStats::ToString() const {
     << flash.bytes_written << ", read " << flash.bytes_read << "\n";
   o << "puts " << puts << " (exists " << put_exists << ", rejected " << put_rejected << "), gets "
     << gets << ", misses " << misses << ", erases " << erases << "\n";
-  o << "demotions " << demotions << ", promotions " << promotions << ", admission drops "
+  o << "demotions " << demotions << ", promotions " << promotions << " (hits left on flash "
+    << flash_hits_in_place << "), admission drops "
     << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/"
     << prefetch_requests << ", quota evictions " << quota_evictions << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
     << "; probation " << probation_share << " of DRAM, blocks leaving it unused "
-    << (unused_to_flash ? "go to flash" : "are dropped") << "\n";
+    << (unused_to_flash ? "go to flash" : "are dropped") << "; flash hits promoted "
+    << (promote_all_flash_hits ? "all" : "from the older half of the log") << "\n";
   o << "flash blocks moved by compaction " << flash_compacted << ", reinserted " << flash_reinserted
     << ", live blocks evicted " << flash_live_evicted << "\n";
   o << "flash blocks restored at open " << flash_restored << ", regions dropped (torn) "

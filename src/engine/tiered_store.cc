@@ -20,6 +20,7 @@ struct TieredStore::FlashRead {
   BlockKey key;
   uint32_t page = 0, gen = 0, size = 0, crc = 0;
   uint32_t rec = kNoRecord;  // DRAM record the data lands in, or kNoRecord: bounce buffer
+  bool stay = false;         // left on flash by the policy's choice, not promoted
   std::byte* buf = nullptr;
   uint64_t start_ns = 0;
 };
@@ -843,9 +844,13 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
   for (size_t i = 0; i < reads.size(); ++i) {
     FlashRead& fr = reads[i];
     // Promoted into DRAM, charged to the block's tenant; a tenant at its DRAM quota reads
-    // its flash blocks without promoting them.
+    // its flash blocks without promoting them. So does a get of a block far from the log's
+    // end while the policy tuner finds that promotions cost more room than they are worth
+    // (the read marks it: reinsertion keeps it when its region is taken).
     uint16_t tenant = TenantOnFlash(fr.page, fr.gen);
-    fr.rec = OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
+    fr.stay = fr.op && copy_out && tuner_ && !tuner_->promote_all() &&
+              flash_->InNewerHalf(fr.page);
+    fr.rec = fr.stay || OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
                  ? kNoRecord
                  : AllocateRecord(fr.size, /*may_write=*/false, tenant);
     if (fr.rec != kNoRecord) {
@@ -935,6 +940,7 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     }
     if (hit) {
       c_.flash_hits.fetch_add(1, std::memory_order_relaxed);
+      if (fr.stay) c_.hits_in_place.fetch_add(1, std::memory_order_relaxed);
       get_flash_hist_.Record(NowNanos() - fr.start_ns);
     }
     if (promoted) {
@@ -1443,6 +1449,7 @@ StoreStats TieredStore::GetStats() const {
   s.erases = ld(c_.erases);
   s.demotions = ld(c_.demotions);
   s.promotions = ld(c_.promotions);
+  s.flash_hits_in_place = ld(c_.hits_in_place);
   s.admission_drops = ld(c_.admission_drops);
   s.budget_drops = ld(c_.budget_drops);
   s.prefetch_requests = ld(c_.prefetch_requests);
@@ -1456,6 +1463,7 @@ StoreStats TieredStore::GetStats() const {
   s.unused_to_flash =
       flash_ && options_.admission != Admission::kProbation && (!tuner_ || tuner_->admit_one_hit());
   s.probation_share = tuner_ ? tuner_->probation() : options_.probation_fraction;
+  s.promote_all_flash_hits = !tuner_ || tuner_->promote_all();
   s.stale_races = ld(c_.stale_races);
   s.flash_compacted = ld(c_.compacted);
   s.flash_reinserted = ld(c_.reinserted);

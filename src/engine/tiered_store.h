@@ -88,7 +88,7 @@ class TieredStore final : public Store {
         dram_hits{0}, flash_hits{0}, dram_bytes_in{0}, dram_bytes_out{0}, dram_evictions{0},
         demotions{0}, promotions{0}, admission_drops{0}, budget_drops{0}, prefetch_requests{0},
         prefetched{0}, crc_failures{0}, io_errors{0}, stale_races{0}, compacted{0}, reinserted{0},
-        restored{0}, regions_dropped{0}, quota_evictions{0};
+        restored{0}, regions_dropped{0}, quota_evictions{0}, hits_in_place{0};
   };
   struct FlashRead;
 

@@ -224,6 +224,9 @@ std::string ReplayTable(const ReplayResult& r, const ReplayOptions& o) {
     std::snprintf(line, sizeof line, "%-34s %14s\n", "unused blocks to flash at the end",
                   r.stats.unused_to_flash ? "yes" : "no");
     s << line;
+    std::snprintf(line, sizeof line, "%-34s %14s\n", "flash hits promoted at the end",
+                  r.stats.promote_all_flash_hits ? "all" : "older half");
+    s << line;
   }
   std::snprintf(line, sizeof line, "%-34s %14.1f\n", "bytes put (MiB)", r.bytes_put / 1048576.0);
   s << line;
@@ -295,6 +298,7 @@ std::string ReplayJson(const ReplayResult& r, const ReplayOptions& o) {
     << ",\"reuse_bonus\":" << r.stats.reuse_bonus_dram_fulls
     << ",\"probation_share\":" << r.stats.probation_share
     << ",\"unused_to_flash\":" << (r.stats.unused_to_flash ? "true" : "false")
+    << ",\"promote_all_flash_hits\":" << (r.stats.promote_all_flash_hits ? "true" : "false")
     << ",\"seconds\":" << r.seconds << ",\"put_latency\":" << lat(r.stats.put_latency)
     << ",\"get_dram_latency\":" << lat(r.stats.get_dram_latency)
     << ",\"get_flash_latency\":" << lat(r.stats.get_flash_latency) << "}\n";
