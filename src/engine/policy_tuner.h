@@ -60,7 +60,8 @@
 // used since they were written (as the store's does) when they reach its end: one
 // promoting every flash hit, one leaving a hit on flash (marked used) while its copy is
 // in the newer half of the log, far from being taken. The store follows the better (same
-// scores, decay and margin), starting by promoting every hit.
+// scores, decay and margin), starting by promoting every hit. They add about 8% to the
+// simulations' time and memory.
 //
 // Cost: the simulations never run on the request path. A sampled chain or access is
 // copied into a queue (Offer*: a try-lock and a copy, dropped when the queue is full or
