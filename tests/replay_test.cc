@@ -243,6 +243,8 @@ TEST(Replay, RealTracePrefixReturnsOnlyRightData) {
   EXPECT_GT(res->stats.probation_share, 0.0);
   EXPECT_NE(ReplayJson(*res, o).find("\"probation_share\":"), std::string::npos);
   EXPECT_NE(ReplayJson(*res, o).find("\"unused_to_flash\":"), std::string::npos);
+  EXPECT_NE(table.find("flash hits promoted at the end"), std::string::npos);
+  EXPECT_NE(ReplayJson(*res, o).find("\"promote_all_flash_hits\":"), std::string::npos);
   EXPECT_NE(table.find("moved on reclaim"), std::string::npos);
   EXPECT_NE(ReplayJson(*res, o).find("\"flash_reinserted\":"), std::string::npos);
 

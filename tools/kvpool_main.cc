@@ -61,7 +61,9 @@ kvpool replay [options]
                         written to a full flash
   --reuse-bonus F       DRAM eviction: how many store-fulls (DRAM + flash) of newer
                         blocks each past use of a block outlives; auto (default):
-                        learnt while replaying from simulated candidates; 0 = LRU
+                        learnt while replaying from simulated candidates; 0 = LRU.
+                        With flash, auto also learns whether a flash hit is copied
+                        into DRAM or, far from the log's end, read where it lies
   --requests N          replay only the first N requests (default: all)
   --json PATH           also write the results as JSON
   --report DIR          replay at each capacity of --report-capacities and draw

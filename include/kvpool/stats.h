@@ -37,8 +37,8 @@ struct StoreStats {
   uint64_t puts = 0, put_exists = 0, put_rejected = 0;
   uint64_t gets = 0, misses = 0;
   uint64_t erases = 0;
-  uint64_t demotions = 0;        // blocks written DRAM -> flash
-  uint64_t promotions = 0;       // flash hits copied back into DRAM
+  uint64_t demotions = 0;            // blocks written DRAM -> flash
+  uint64_t promotions = 0;           // flash hits copied back into DRAM
   uint64_t flash_hits_in_place = 0;  // flash hits left there by the policy (not promoted)
   uint64_t admission_drops = 0;  // blocks leaving DRAM refused by flash admission, never written
   uint64_t budget_drops = 0;     // of which refused by the flash write budget

@@ -86,6 +86,32 @@ TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
 // Reinsertion: of the regions the head takes next, the blocks used since they were written
 // are named to be moved first; the others go with their region, and a region whose used
 // blocks were moved is left to go (compaction would move the unused ones too).
+// The newer half of the log: regions the head entered within the last half of them. With
+// eight regions filled in order, the blocks of the last four are there; once the head
+// comes round and takes the first region again, the fifth region has left it.
+TEST(FlashLog, TheNewerHalfIsTheRegionsEnteredLast) {
+  FlashLog log(8 * 16 * 4096, 16 * 4096);
+  std::vector<FlashLog::Extent> blocks;
+  uint32_t ev;
+  for (uint64_t i = 0; i < 8 * 16; ++i) {
+    FlashLog::Extent e;
+    ASSERT_TRUE(log.Append(1, BlockKey{3, i}, 4096, 0, 0, &e, &ev));
+    log.Written(e);
+    blocks.push_back(e);
+  }
+  for (uint64_t r = 0; r < 8; ++r) {
+    EXPECT_EQ(log.InNewerHalf(blocks[r * 16].page), r >= 4) << "region " << r;
+    EXPECT_EQ(log.InNewerHalf(blocks[r * 16 + 15].page), r >= 4) << "region " << r;
+  }
+  FlashLog::Extent next;
+  ASSERT_TRUE(log.Append(1, BlockKey{4, 0}, 4096, 0, 0, &next, &ev));
+  log.Written(next);
+  EXPECT_TRUE(log.InNewerHalf(next.page));
+  EXPECT_FALSE(log.InNewerHalf(blocks[4 * 16].page));
+  EXPECT_TRUE(log.InNewerHalf(blocks[5 * 16].page));
+  EXPECT_FALSE(log.InNewerHalf(8 * 16 * 4096));  // past the device: no region
+}
+
 TEST(FlashLog, ReinsertionNamesTheUsedBlocksOfTheNextRegionOnly) {
   FlashLog log(4 * 16 * 4096, 16 * 4096);
   std::vector<FlashLog::Extent> blocks;

@@ -508,7 +508,8 @@ void PolicyTuner::EndTierEpoch() {
     t.probation_cap = chosen.probation_cap;
   }
   // Judged once both flashes are full: before, a promotion costs no block its room.
-  bool full = std::all_of(promos_.begin(), promos_.end(), [](const TierSim& t) { return t.flash_full; });
+  bool full =
+      std::all_of(promos_.begin(), promos_.end(), [](const TierSim& t) { return t.flash_full; });
   size_t other = 1 - promo_chosen_;
   if (full && promos_[other].dram.score > promos_[promo_chosen_].dram.score * (1 + kMargin)) {
     promo_chosen_ = other;

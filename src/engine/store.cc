@@ -102,9 +102,9 @@ std::string StoreStats::ToString() const {
   o << "puts " << puts << " (exists " << put_exists << ", rejected " << put_rejected << "), gets "
     << gets << ", misses " << misses << ", erases " << erases << "\n";
   o << "demotions " << demotions << ", promotions " << promotions << " (hits left on flash "
-    << flash_hits_in_place << "), admission drops "
-    << admission_drops << " (write budget " << budget_drops << "), prefetched " << prefetched << "/"
-    << prefetch_requests << ", quota evictions " << quota_evictions << "\n";
+    << flash_hits_in_place << "), admission drops " << admission_drops << " (write budget "
+    << budget_drops << "), prefetched " << prefetched << "/" << prefetch_requests
+    << ", quota evictions " << quota_evictions << "\n";
   o << "policy: reuse bonus " << reuse_bonus_dram_fulls << " DRAM-fulls per use"
     << (reuse_bonus_learnt ? " (learnt, " + std::to_string(policy_epochs) + " epochs)" : " (fixed)")
     << "; probation " << probation_share << " of DRAM, blocks leaving it unused "
