@@ -844,11 +844,13 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
   for (size_t i = 0; i < reads.size(); ++i) {
     FlashRead& fr = reads[i];
     // Promoted into DRAM, charged to the block's tenant; a tenant at its DRAM quota reads
-    // its flash blocks without promoting them. So does a get of a block far from the log's
-    // end while the policy tuner finds that promotions cost more room than they are worth
-    // (the read marks it: reinsertion keeps it when its region is taken).
+    // its flash blocks without promoting them. So does a get or read of a block far from
+    // the log's end while the policy tuner finds that promotions cost more room than they
+    // are worth (the read marks it: reinsertion keeps it when its region is taken; a view
+    // of it owns a copy).
     uint16_t tenant = TenantOnFlash(fr.page, fr.gen);
-    fr.stay = fr.op && copy_out && tuner_ && !tuner_->promote_all() && flash_->InNewerHalf(fr.page);
+    fr.stay = (fr.op || fr.view) && copy_out && tuner_ && !tuner_->promote_all() &&
+              flash_->InNewerHalf(fr.page);
     fr.rec = fr.stay || OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
                  ? kNoRecord
                  : AllocateRecord(fr.size, /*may_write=*/false, tenant);
