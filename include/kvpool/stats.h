@@ -62,7 +62,7 @@ struct StoreStats {
   // full; learnt beside the reuse bonus under the budget admission).
   bool unused_to_flash = true;
   double probation_share = 0;  // of DRAM, for new blocks (learnt with flash)
-  // Whether every flash hit of a get is promoted into DRAM, or only one whose copy is in
+  // Whether every flash hit of a get or read is promoted into DRAM, or only one whose copy is in
   // the older half of the log (learnt with flash under the budget admission).
   bool promote_all_flash_hits = true;
   uint64_t index_entries = 0;
