@@ -177,8 +177,8 @@ std::string RenderMetrics(const NodeStats& node) {
         "(learnt), 0 while they are dropped.",
         s.unused_to_flash ? 1.0 : 0.0);
   w.One("kvpool_policy_promote_all_flash_hits", "gauge",
-        "1 while every flash hit of a get or read is promoted into DRAM (learnt), 0 while a block far "
-        "from the flash log's end is read where it lies.",
+        "1 while every flash hit of a get or read is promoted into DRAM (learnt), 0 while a "
+        "block far from the flash log's end is read where it lies.",
         s.promote_all_flash_hits ? 1.0 : 0.0);
   w.Histogram("kvpool_put_latency_seconds", "Put latency inside the store.", "", s.put_latency,
               true);
