@@ -83,9 +83,6 @@ TEST(FlashLog, TakesTheRegionWithLeastLiveDataFirst) {
   EXPECT_EQ(log.used_bytes(), 49u * 4096);
 }
 
-// Reinsertion: of the regions the head takes next, the blocks used since they were written
-// are named to be moved first; the others go with their region, and a region whose used
-// blocks were moved is left to go (compaction would move the unused ones too).
 // The newer half of the log: regions the head entered within the last half of them. With
 // eight regions filled in order, the blocks of the last four are there; once the head
 // comes round and takes the first region again, the fifth region has left it.
@@ -112,6 +109,9 @@ TEST(FlashLog, TheNewerHalfIsTheRegionsEnteredLast) {
   EXPECT_FALSE(log.InNewerHalf(8 * 16 * 4096));  // past the device: no region
 }
 
+// Reinsertion: of the regions the head takes next, the blocks used since they were written
+// are named to be moved first; the others go with their region, and a region whose used
+// blocks were moved is left to go (compaction would move the unused ones too).
 TEST(FlashLog, ReinsertionNamesTheUsedBlocksOfTheNextRegionOnly) {
   FlashLog log(4 * 16 * 4096, 16 * 4096);
   std::vector<FlashLog::Extent> blocks;

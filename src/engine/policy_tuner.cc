@@ -83,11 +83,15 @@ PolicyTuner::PolicyTuner(uint64_t dram_pages, uint64_t ghost_blocks, double init
     TierSim& t = promos_.emplace_back();
     t.promote_all = all;
     t.reinsert = true;
-    t.admit = tiers_[tier_chosen_].admit;
-    t.probation_share = tiers_[tier_chosen_].probation_share;
-    t.probation_cap = tiers_[tier_chosen_].probation_cap;
+    Follow(t, tiers_[tier_chosen_]);
     Rekey(t.dram, kCandidates[chosen_]);
   }
+}
+
+void PolicyTuner::Follow(TierSim& t, const TierSim& chosen) {
+  t.admit = chosen.admit;
+  t.probation_share = chosen.probation_share;
+  t.probation_cap = chosen.probation_cap;
 }
 
 size_t PolicyTuner::TierFifoEntries() {
@@ -503,9 +507,7 @@ void PolicyTuner::EndTierEpoch() {
   const TierSim& chosen = tiers_[tier_chosen_];
   for (TierSim& t : promos_) {
     decay(t);
-    t.admit = chosen.admit;
-    t.probation_share = chosen.probation_share;
-    t.probation_cap = chosen.probation_cap;
+    Follow(t, chosen);
   }
   // Judged once both flashes are full: before, a promotion costs no block its room.
   bool full =

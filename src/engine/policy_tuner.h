@@ -207,6 +207,8 @@ class PolicyTuner {
   bool PopMain(Sim& s, uint64_t* block, Entry* out);
   bool EvictTier(TierSim& t);
   void ToFlash(TierSim& t, uint64_t block, uint32_t pages, uint8_t freq);
+  // A promotion simulation takes the chosen tier simulation's probation and admission.
+  static void Follow(TierSim& t, const TierSim& chosen);
   // A sampled chain or access through one two-tier simulation.
   void ChainTier(TierSim& t, std::span<const BlockKey> chain) REQUIRES(mu_);
   void AccessTierOnce(TierSim& t, uint64_t block, uint32_t pages, bool put) REQUIRES(mu_);

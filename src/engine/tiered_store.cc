@@ -849,8 +849,8 @@ void TieredStore::ReadFromFlash(std::span<FlashRead> reads, bool copy_out, int a
     // are worth (the read marks it: reinsertion keeps it when its region is taken; a view
     // of it owns a copy).
     uint16_t tenant = TenantOnFlash(fr.page, fr.gen);
-    fr.stay = (fr.op || fr.view) && copy_out && tuner_ && !tuner_->promote_all() &&
-              flash_->InNewerHalf(fr.page);
+    fr.stay =
+        (fr.op || fr.view) && tuner_ && !tuner_->promote_all() && flash_->InNewerHalf(fr.page);
     fr.rec = fr.stay || OverDramQuota(tenant, uint64_t{Pages(fr.size)} * 4096)
                  ? kNoRecord
                  : AllocateRecord(fr.size, /*may_write=*/false, tenant);
